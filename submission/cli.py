@@ -1,0 +1,119 @@
+"""Command line: `python -m submission VERB [key=value ...]` (run_and_time.sh calls `run`).
+
+  run [system=NAME] [key=value ...] [--dry-run]   the campaign (default verb)
+  prepare [system=NAME] [key=value ...]           only convert the data to .beton
+  score RESULTS_DIR                                olympic score + per-run table
+  compare [RESULTS_ROOT]                           one table across systems
+  package [--org ORG] [--results DIR] NAME ...     assemble <org>/ from systems' results
+  check PATH                                       the official MLPerf checkers
+  describe [system=NAME] [--ruleset R]             the MLPerf system description JSON
+  settings                                         every setting, its default and meaning
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .config import REPO_ROOT, ConfigError, describe_settings, parse_overrides, resolve
+
+VERBS = ("run", "prepare", "score", "compare", "package", "check", "describe", "settings")
+
+
+def _resolve(words: list[str]):
+    return resolve(None, parse_overrides(words))
+
+
+def cmd_run(words: list[str]) -> int:
+    from . import campaign
+    dry = "--dry-run" in words
+    config = _resolve([w for w in words if w != "--dry-run"])
+    if dry:
+        print(campaign.dry_run(config))
+        campaign.check_launchable(config)
+        return 0
+    return campaign.run_campaign(config)
+
+
+def cmd_prepare(words: list[str]) -> int:
+    from .data.prepare import prepare
+    data = prepare(_resolve(words))
+    print(json.dumps(data.__dict__, indent=1))
+    return 0
+
+
+def cmd_score(words: list[str]) -> int:
+    from . import score
+    parser = argparse.ArgumentParser(prog="python -m submission score")
+    parser.add_argument("system_dir", help="results/<system_name>")
+    parser.add_argument("--price", type=float, default=None, help="USD per hour (default: campaign's)")
+    args = parser.parse_args(words)
+    folder = Path(args.system_dir)
+    if not folder.is_dir():
+        raise ConfigError(f"{folder} is not a results folder (expected results/<system_name>)")
+    summary = score.summarize(folder, args.price) if args.price is not None else score.summarize(folder)
+    score.write_summary(folder, summary)
+    print((folder / "summary.md").read_text())
+    return 0 if summary.valid else 1
+
+
+def cmd_compare(words: list[str]) -> int:
+    from . import score
+    root = Path(words[0]) if words else REPO_ROOT / "results"
+    print(score.compare_systems(root))
+    return 0
+
+
+def cmd_package(words: list[str]) -> int:
+    from . import package
+    parser = argparse.ArgumentParser(prog="python -m submission package")
+    parser.add_argument("system_names", nargs="+", help="results/<system_name> folders to include")
+    parser.add_argument("--org", default=None, help="organisation (default: the `org` setting)")
+    parser.add_argument("--results", default=str(REPO_ROOT / "results"))
+    parser.add_argument("--out", default=None, help="default: RESULTS/package")
+    args = parser.parse_args(words)
+    org = args.org or resolve().org
+    results = Path(args.results)
+    built = package.build_package(results, args.system_names, org,
+                                  Path(args.out) if args.out else results / "package", REPO_ROOT)
+    print(f"package: {built.path} ({'passes' if built.passed else 'FAILS'} the MLPerf checkers)")
+    return 0 if built.passed else 1
+
+
+def cmd_check(words: list[str]) -> int:
+    from . import compliance
+    return compliance.main(words)
+
+
+def cmd_describe(words: list[str]) -> int:
+    from .system_description import for_ruleset
+    ruleset = "2.0.0"
+    if "--ruleset" in words:
+        at = words.index("--ruleset")
+        ruleset = words[at + 1]
+        words = words[:at] + words[at + 2:]
+    print(json.dumps(for_ruleset(_resolve(words).description, ruleset), indent=2))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    verb = argv.pop(0) if argv and argv[0] in VERBS else "run"
+    if argv and argv[0] in ("-h", "--help") and verb == "run":
+        print(__doc__)
+        return 0
+    try:
+        if verb == "settings":
+            print(describe_settings())
+            return 0
+        return globals()[f"cmd_{verb}"](argv)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:
+        from .campaign import CampaignError
+        if isinstance(exc, CampaignError):
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        raise

@@ -1,0 +1,302 @@
+"""One resolved configuration: a recipe, a system descriptor and key=value overrides.
+
+Precedence, lowest first: the recipe (submission/recipes/<name>.yaml, which may
+extend another through `base:`), the harness defaults below, the `harness` block of
+the system descriptor (systems/<name>.json), then the command line.
+
+Recipe keys and harness keys share one flat namespace, so `lr=1.0`, `runs=3` and
+`data_dir=/data/imagenet` all read the same way. Unknown keys and values of the
+wrong type are rejected with the list of known keys.
+"""
+from __future__ import annotations
+
+import copy
+import difflib
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SYSTEMS_DIR = REPO_ROOT / "systems"
+RECIPES_DIR = Path(__file__).resolve().parent / "recipes"
+DEFAULT_SYSTEM = "cpu"
+
+
+class ConfigError(ValueError):
+    """Bad user input: the message says what is wrong and what to do."""
+
+
+# Settings of the harness, not of the published recipe: name -> (default, meaning).
+HARNESS_SETTINGS: dict[str, tuple[Any, str]] = {
+    "recipe": ("mild", "recipe file under submission/recipes/ (mild, baseline)"),
+    "org": ("Unaffiliated", "submitting organisation: MLPerf `submitter` and package folder"),
+    "runs": (5, "runs in the campaign; an MLPerf ResNet score needs exactly 5"),
+    "seeds": ("", "comma-separated seeds, one per run; empty: drawn once, recorded"),
+    "new_campaign": (False, "archive the existing results of this system and start again"),
+    "package": (True, "assemble results/package/<org>/ when the campaign completes"),
+    "results_dir": ("results", "where result files, summaries and packages go"),
+    # data
+    "dataset": ("imagenet", "imagenet (an image folder) or fashion-mnist"),
+    "data_dir": ("", "image folder with train/ and val/; for fashion-mnist the idx folder"),
+    "val_labels": ("", "label file for a flat val/ folder (CSV or devkit ground truth)"),
+    "cache_dir": ("cache", ".beton files, reused while source and write settings match"),
+    "skip_bad_images": (False, "skip unreadable images (counted, listed) instead of failing"),
+    "write_mode": ("proportion", "FFCV RGBImageField write_mode: raw, jpg, proportion, smart"),
+    "write_max_resolution": (512, "longest side stored in the .beton"),
+    "write_jpeg_quality": (90, "JPEG quality of stored images"),
+    "write_compress_probability": (0.5, "share of images stored as JPEG in proportion mode"),
+    "train_limit": (0, "use only the first N training images (0: all)"),
+    "eval_limit": (0, "use only the first N validation images (0: all)"),
+    # launch
+    "batch_per_device": (256, "batch per process; global batch = this x processes"),
+    "workers_per_device": (8, "FFCV loader threads per process"),
+    "procs_per_node": (0, "processes per node; 0: accelerators_per_node, or 1 without"),
+    "nodes": (0, "nodes; 0: the descriptor's number_of_nodes"),
+    "node_rank": (0, "this node's rank in a multi-node campaign"),
+    "master_addr": ("127.0.0.1", "rendezvous host (node 0) for torchrun"),
+    "master_port": (29500, "rendezvous port for torchrun"),
+    "device": ("", "cuda or cpu; empty: cuda when the descriptor has accelerators"),
+    "amp_dtype": ("bf16", "autocast dtype when precision=amp: bf16 or fp16 (fp16 uses a scaler)"),
+    "cpu_threads": (0, "torch threads per process on CPU; 0: cores / processes"),
+    "cache_clear_cmd": ("sysctl -w vm.drop_caches=3", "run before each run; empty: skip (logged)"),
+    "eval_batch_size": (0, "evaluation batch per process; 0: batch_per_device"),
+    "progress_every_steps": (50, "print a progress line every N steps"),
+    "max_run_minutes": (0.0, "stop a run (status aborted) after N minutes; 0: no limit"),
+    # price, for cost per run
+    "price_usd_per_hour": (0.0, "hourly price of the whole system (all nodes)"),
+    "price_source": ("", "where the price comes from"),
+    "price_date": ("", "when the price was read"),
+}
+
+MLPERF_REQUIRED_FIELDS = (
+    "submitter", "division", "status", "system_name", "number_of_nodes",
+    "host_processors_per_node", "host_processor_model_name", "host_processor_core_count",
+    "host_processor_vcpu_count", "host_processor_frequency", "host_processor_caches",
+    "host_processor_interconnect", "host_memory_capacity", "host_storage_type",
+    "host_storage_capacity", "host_networking", "host_networking_topology",
+    "host_memory_configuration", "accelerators_per_node", "accelerator_model_name",
+    "accelerator_host_interconnect", "accelerator_frequency", "accelerator_on-chip_memories",
+    "accelerator_memory_configuration", "accelerator_memory_capacity",
+    "accelerator_interconnect", "accelerator_interconnect_topology", "cooling", "hw_notes",
+    "framework", "other_software_stack", "operating_system", "sw_notes",
+)
+
+
+class Config:
+    """Resolved settings (attribute access) plus the system's MLPerf description."""
+
+    def __init__(self, system_id: str, settings: dict[str, Any], description: dict[str, Any]):
+        self.system_id = system_id            # the short name the user typed: p4d, cpu
+        self.settings = settings
+        self.description = description      # MLPerf system description fields only
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self.__dict__["settings"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    # ---- derived values: computed here, never stored twice -------------------
+    @property
+    def system_name(self) -> str:
+        return self.description["system_name"]
+
+    @property
+    def num_nodes(self) -> int:
+        return self.nodes or int(self.description["number_of_nodes"])
+
+    @property
+    def device_type(self) -> str:
+        if self.device:
+            return self.device
+        return "cuda" if int(self.description["accelerators_per_node"] or 0) > 0 else "cpu"
+
+    @property
+    def processes_per_node(self) -> int:
+        if self.procs_per_node:
+            return self.procs_per_node
+        return max(int(self.description["accelerators_per_node"] or 0), 1)
+
+    @property
+    def world_size(self) -> int:
+        return self.num_nodes * self.processes_per_node
+
+    @property
+    def global_batch_size(self) -> int:
+        return self.batch_per_device * self.world_size
+
+    @property
+    def peak_lr(self) -> float:
+        """Linear scaling from the published batch (lr 2.048 at 2048)."""
+        return self.lr * self.global_batch_size / self.lr_reference_batch
+
+    @property
+    def train_epochs(self) -> float:
+        return self.epochs * self.scale_schedule_ratio
+
+    @property
+    def warmup_train_epochs(self) -> float:
+        return self.warmup_epochs * self.scale_schedule_ratio
+
+    @property
+    def seed_list(self) -> list[int]:
+        return [int(s) for s in str(self.seeds).split(",") if s.strip()]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Config":
+        """Inverse of to_dict (derived values are recomputed, not read back)."""
+        return cls(data["system"], dict(data["settings"]), dict(data["system_description"]))
+
+    def to_dict(self) -> dict[str, Any]:
+        derived = {name: getattr(self, name) for name in (
+            "system_name", "num_nodes", "device_type", "processes_per_node", "world_size",
+            "global_batch_size", "peak_lr", "train_epochs", "warmup_train_epochs")}
+        return {"system": self.system_id, "settings": dict(self.settings),
+                "derived": derived, "system_description": dict(self.description)}
+
+
+# ---------------------------------------------------------------------------
+def available_systems() -> list[str]:
+    return sorted(p.stem for p in SYSTEMS_DIR.glob("*.json"))
+
+
+def available_recipes() -> list[str]:
+    return sorted(p.stem for p in RECIPES_DIR.glob("*.yaml"))
+
+
+def load_descriptor(system: str) -> dict[str, Any]:
+    path = SYSTEMS_DIR / f"{system}.json"
+    if not path.is_file():
+        raise ConfigError(f"unknown system {system!r}: no {path}. "
+                          f"Known systems: {', '.join(available_systems())}")
+    try:
+        descriptor = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path} is not valid JSON: {exc}") from exc
+    missing = [f for f in MLPERF_REQUIRED_FIELDS if f not in descriptor]
+    if missing:
+        raise ConfigError(f"{path} lacks MLPerf system-description fields: {', '.join(missing)}")
+    return descriptor
+
+
+def load_recipe(name: str) -> dict[str, Any]:
+    path = RECIPES_DIR / f"{name}.yaml"
+    if not path.is_file():
+        raise ConfigError(f"unknown recipe {name!r}. Known recipes: {', '.join(available_recipes())}")
+    recipe = yaml.safe_load(path.read_text()) or {}
+    base = recipe.pop("base", None)
+    return {**load_recipe(base), **recipe} if base else recipe
+
+
+def parse_overrides(args: list[str]) -> dict[str, str]:
+    overrides: dict[str, str] = {}
+    for arg in args:
+        key, sep, value = arg.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"cannot read {arg!r}: settings are given as key=value "
+                              "(e.g. system=p4d runs=3 lr=1.0)")
+        overrides[key.strip()] = value.strip()
+    return overrides
+
+
+def _coerce(key: str, raw: Any, default: Any) -> Any:
+    value = yaml.safe_load(raw) if isinstance(raw, str) and not isinstance(default, str) else raw
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key} takes true or false, not {raw!r}")
+    elif isinstance(default, int) and not isinstance(default, bool):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{key} takes a whole number, not {raw!r}")
+    elif isinstance(default, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{key} takes a number, not {raw!r}")
+        value = float(value)
+    elif isinstance(default, str):
+        value = "" if value is None else str(value)
+    return value
+
+
+def _apply(settings: dict[str, Any], updates: dict[str, Any], origin: str) -> None:
+    for key, raw in updates.items():
+        if key not in settings:
+            close = difflib.get_close_matches(key, settings, n=3)
+            hint = f" Did you mean {', '.join(close)}?" if close else ""
+            raise ConfigError(f"unknown setting {key!r} (from {origin}).{hint} "
+                              "`python -m submission settings` lists them all.")
+        settings[key] = _coerce(key, raw, settings[key])
+
+
+def resolve(system: str | None = None, overrides: dict[str, str] | None = None) -> Config:
+    overrides = dict(overrides or {})
+    system = overrides.pop("system", None) or system or DEFAULT_SYSTEM
+    descriptor = load_descriptor(system)
+    harness = dict(descriptor.get("harness", {}))
+    description = {k: v for k, v in descriptor.items() if k != "harness"}
+
+    recipe_name = overrides.get("recipe") or harness.get("recipe") or HARNESS_SETTINGS["recipe"][0]
+    settings = load_recipe(recipe_name)
+    for key, (default, _) in HARNESS_SETTINGS.items():
+        settings.setdefault(key, copy.deepcopy(default))
+    _apply(settings, harness, f"systems/{system}.json")
+    _apply(settings, overrides, "the command line")
+    settings["recipe"] = recipe_name
+    config = Config(system, settings, description)
+    validate(config)
+    return config
+
+
+def validate(config: Config) -> None:
+    """Reject settings that cannot produce a meaningful run, before anything starts."""
+    problems = []
+    if config.runs < 1:
+        problems.append("runs must be at least 1")
+    seeds = config.seed_list
+    if seeds and len(seeds) != config.runs:
+        problems.append(f"seeds lists {len(seeds)} seeds for runs={config.runs}: give one per run")
+    if len(set(seeds)) != len(seeds):
+        problems.append("seeds must be distinct (MLPerf: each run uses a different seed)")
+    if config.batch_per_device < 1:
+        problems.append("batch_per_device must be at least 1")
+    if not 0 <= config.label_smoothing < 1:
+        problems.append("label_smoothing must be in [0, 1)")
+    if not 0 < config.target_accuracy <= 1:
+        problems.append("target_accuracy is a top-1 fraction in (0, 1]")
+    if config.train_epochs <= 0 or config.eval_every_epochs <= 0:
+        problems.append("epochs x scale_schedule_ratio and eval_every_epochs must be positive")
+    if config.warmup_train_epochs >= config.train_epochs:
+        problems.append(f"warmup ({config.warmup_train_epochs:g} epochs) must be shorter than "
+                        f"training ({config.train_epochs:g} epochs)")
+    if config.progressive_resize and not (
+            0 < config.resize_initial_scale <= 1
+            and 0 <= config.resize_start_fraction <= config.resize_finish_fraction <= 1):
+        problems.append("progressive resizing needs 0 < resize_initial_scale <= 1 and "
+                        "0 <= resize_start_fraction <= resize_finish_fraction <= 1")
+    if config.loss not in ("bce", "cross_entropy"):
+        problems.append(f"loss must be bce or cross_entropy, not {config.loss!r}")
+    if config.precision not in ("amp", "fp32"):
+        problems.append(f"precision must be amp or fp32, not {config.precision!r}")
+    if config.amp_dtype not in ("bf16", "fp16"):
+        problems.append(f"amp_dtype must be bf16 or fp16, not {config.amp_dtype!r}")
+    if config.dataset not in ("imagenet", "fashion-mnist"):
+        problems.append(f"dataset must be imagenet or fashion-mnist, not {config.dataset!r}")
+    if config.device_type not in ("cuda", "cpu"):
+        problems.append(f"device must be cuda or cpu, not {config.device_type!r}")
+    if config.eval_resize < config.eval_resolution:
+        problems.append("eval_resize must be at least eval_resolution (resize, then center-crop)")
+    if not 0 <= config.node_rank < config.num_nodes:
+        problems.append(f"node_rank={config.node_rank} is outside 0..{config.num_nodes - 1}")
+    if problems:
+        raise ConfigError("invalid configuration:\n  - " + "\n  - ".join(problems))
+
+
+def describe_settings() -> str:
+    """Every setting with its default and meaning (for `python -m submission settings`)."""
+    recipe = load_recipe(HARNESS_SETTINGS["recipe"][0])
+    lines = ["Recipe settings (published values, submission/recipes/mild.yaml):"]
+    lines += [f"  {key} = {value}" for key, value in recipe.items()]
+    lines.append("\nHarness settings:")
+    lines += [f"  {key} = {default!r}  -- {meaning}" for key, (default, meaning) in HARNESS_SETTINGS.items()]
+    return "\n".join(lines)
+

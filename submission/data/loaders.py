@@ -1,0 +1,68 @@
+"""FFCV loaders: the same pipelines for ImageNet and the embedded data set.
+
+train: RandomResizedCrop decode -> horizontal flip -> tensor on the device (uint8, NCHW
+       view of channels-last memory).
+val:   center-crop decode at eval_resolution from a crop of ratio eval_resolution /
+       eval_resize (FixRes: 224 out of 232 on ImageNet).
+Normalisation runs in torch on the device (`normalize`), which keeps the pipelines
+numba-only before ToTensor (FFCV 1.0.2 hangs on jitted -> plain -> jitted chains) and
+needs no cupy on GPUs.
+
+Distributed: training shards with FFCV's distributed mode (a DistributedSampler per
+epoch); validation gives each rank every world_size-th sample, so that each
+validation image is scored exactly once across ranks (FFCV's distributed sequential
+order pads the last batch with repeats).
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+IMAGENET_MEAN = (0.485 * 255, 0.456 * 255, 0.406 * 255)
+IMAGENET_STD = (0.229 * 255, 0.224 * 255, 0.225 * 255)
+
+
+def train_loader(path: str, resolution: int, batch_size: int, workers: int, seed: int,
+                 device: torch.device, distributed: bool, crop_scale_min: float = 0.08):
+    from ffcv.fields.decoders import IntDecoder, RandomResizedCropRGBImageDecoder
+    from ffcv.loader import Loader, OrderOption
+    from ffcv.transforms import RandomHorizontalFlip, Squeeze, ToDevice, ToTensor, ToTorchImage
+
+    image_pipeline = [
+        RandomResizedCropRGBImageDecoder((resolution, resolution), scale=(crop_scale_min, 1.0)),
+        RandomHorizontalFlip(),
+        ToTensor(), ToDevice(device, non_blocking=True), ToTorchImage(channels_last=True),
+    ]
+    label_pipeline = [IntDecoder(), ToTensor(), Squeeze(), ToDevice(device, non_blocking=True)]
+    return Loader(path, batch_size=batch_size, num_workers=workers, order=OrderOption.RANDOM,
+                  distributed=distributed, seed=seed, drop_last=True, os_cache=True,
+                  pipelines={"image": image_pipeline, "label": label_pipeline})
+
+
+def val_loader(path: str, resolution: int, resize: int, batch_size: int, workers: int,
+               device: torch.device, rank: int, world_size: int, num_samples: int):
+    from ffcv.fields.decoders import CenterCropRGBImageDecoder, IntDecoder
+    from ffcv.loader import Loader, OrderOption
+    from ffcv.transforms import Squeeze, ToDevice, ToTensor, ToTorchImage
+
+    image_pipeline = [
+        CenterCropRGBImageDecoder((resolution, resolution), ratio=resolution / resize),
+        ToTensor(), ToDevice(device, non_blocking=True), ToTorchImage(channels_last=True),
+    ]
+    label_pipeline = [IntDecoder(), ToTensor(), Squeeze(), ToDevice(device, non_blocking=True)]
+    shard = np.arange(rank, num_samples, world_size)
+    return Loader(path, batch_size=batch_size, num_workers=workers, order=OrderOption.SEQUENTIAL,
+                  indices=shard, drop_last=False, os_cache=True,
+                  pipelines={"image": image_pipeline, "label": label_pipeline})
+
+
+class Normalizer:
+    """uint8 NCHW (channels last) -> float, ImageNet mean/std, on the batch's device."""
+
+    def __init__(self, device: torch.device):
+        self.mean = torch.tensor(IMAGENET_MEAN, device=device).view(1, 3, 1, 1)
+        self.std = torch.tensor(IMAGENET_STD, device=device).view(1, 3, 1, 1)
+
+    def __call__(self, images: torch.Tensor) -> torch.Tensor:
+        out = images.float().sub_(self.mean).div_(self.std)
+        return out.contiguous(memory_format=torch.channels_last)

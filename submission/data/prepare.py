@@ -1,0 +1,207 @@
+"""Images -> FFCV .beton files, cached by content.
+
+Each split's cache key covers its source (file names, sizes and mtimes, or the idx
+bytes), the write settings and the subset: a second run with the same inputs reuses
+the file, any change writes a new one. Files are written under a temporary name and
+renamed on success, so a .beton that exists is complete.
+
+Unreadable images fail the step, naming every bad path, unless skip_bad_images=true,
+which leaves them out, counts them, and lists them in `skipped_images.txt` beside the
+.beton files (an MLPerf run should train on the whole data set: skipping is opt-in).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..config import REPO_ROOT, Config, ConfigError
+from . import sources
+
+FORMAT_VERSION = 1   # bump when the way .beton files are written changes
+
+
+@dataclass
+class PreparedData:
+    train_path: str
+    val_path: str
+    num_classes: int
+    train_samples: int
+    eval_samples: int
+    skipped_images: int = 0
+
+    @classmethod
+    def load(cls, path: Path) -> "PreparedData":
+        return cls(**json.loads(Path(path).read_text()))
+
+    def save(self, path: Path) -> None:
+        Path(path).write_text(json.dumps(asdict(self), indent=1))
+
+
+def _subset_indices(total: int, limit: int) -> np.ndarray:
+    """Evenly spaced indices, so a subset keeps every class (sources are class-sorted)."""
+    if not limit or limit >= total:
+        return np.arange(total)
+    return np.linspace(0, total - 1, limit).round().astype(np.int64)
+
+
+def _subset(split, limit: int):
+    keep = _subset_indices(len(split), limit)
+    if isinstance(split, sources.ArraySplit):
+        return sources.ArraySplit(split.images[keep], split.labels[keep], split.classes,
+                                  split.source_digest)
+    split.samples = [split.samples[i] for i in keep]
+    return split
+
+
+def _check_image(path: Path) -> str | None:
+    try:
+        image = sources.load_rgb(path)
+        if image.ndim != 3 or min(image.shape[:2]) < 1:
+            return f"decoded to shape {image.shape}"
+    except Exception as exc:  # PIL raises many types for broken files
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def check_images(split: sources.FolderSplit, workers: int) -> None:
+    """Decode every image once; record the unreadable ones in split.bad."""
+    paths = [p for p, _ in split.samples]
+    progress = Progress(f"checking {split.root}", len(paths))
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        for path, problem in zip(paths, pool.map(_check_image, paths, chunksize=64)):
+            if problem:
+                split.bad.append((path, problem))
+            progress.advance()
+    progress.done()
+
+
+class Progress:
+    """A one-line progress meter on stderr: done/total, rate, ETA."""
+
+    def __init__(self, label: str, total: int):
+        self.label, self.total, self.count = label, total, 0
+        self.start = self.last = time.monotonic()
+
+    def advance(self, n: int = 1) -> None:
+        self.count += n
+        now = time.monotonic()
+        if now - self.last >= 2 or self.count == self.total:
+            self.last = now
+            rate = self.count / max(now - self.start, 1e-9)
+            eta = (self.total - self.count) / rate if rate else 0
+            print(f"\r{self.label}: {self.count}/{self.total} ({rate:.0f}/s, ETA {eta:.0f}s)",
+                  end="", file=sys.stderr, flush=True)
+
+    def done(self) -> None:
+        print(f"\r{self.label}: {self.count}/{self.total} in {time.monotonic() - self.start:.1f}s",
+              file=sys.stderr, flush=True)
+
+
+def _write_settings(config: Config) -> dict:
+    return {"write_mode": config.write_mode, "max_resolution": config.write_max_resolution,
+            "jpeg_quality": config.write_jpeg_quality,
+            "compress_probability": config.write_compress_probability}
+
+
+def _write_beton(split, path: Path, settings: dict, workers: int) -> None:
+    from ffcv.fields import IntField, RGBImageField
+    from ffcv.writer import DatasetWriter
+
+    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+    try:
+        writer = DatasetWriter(str(tmp), {
+            "image": RGBImageField(write_mode=settings["write_mode"],
+                                   max_resolution=settings["max_resolution"],
+                                   jpeg_quality=settings["jpeg_quality"],
+                                   compress_probability=settings["compress_probability"]),
+            "label": IntField(),
+        }, num_workers=workers)
+        print(f"writing {path} ({len(split)} images)", file=sys.stderr, flush=True)
+        writer.from_indexed_dataset(split)
+        tmp.rename(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def cache_folder(config: Config) -> Path:
+    folder = Path(config.cache_dir)
+    return folder if folder.is_absolute() else REPO_ROOT / folder
+
+
+def _cached_beton(split, folder: Path, split_name: str, settings: dict, workers: int) -> Path:
+    """The split's .beton, keyed by its content and the write settings; written if missing."""
+    key = hashlib.sha256(json.dumps({
+        "format": FORMAT_VERSION, "write": settings, "source": split.fingerprint(),
+        "samples": len(split)}, sort_keys=True).encode()).hexdigest()[:16]
+    path = folder / f"{split_name}-{key}.beton"
+    if path.is_file():
+        print(f"[prepare] reusing {path} (same images and write settings)", file=sys.stderr)
+    else:
+        _write_beton(split, path, settings, workers)
+    return path
+
+
+def _drop_unreadable(splits, folder: Path, config: Config, workers: int) -> int:
+    """Check folder images; fail on unreadable ones unless skip_bad_images (then list them)."""
+    bad = []
+    for split in splits:
+        if split.ignored:
+            print(f"[prepare] ignoring {len(split.ignored)} non-image files in {split.root} "
+                  f"(e.g. {split.ignored[0]})", file=sys.stderr)
+        check_images(split, workers)
+        bad += split.bad
+    if bad and not config.skip_bad_images:
+        listing = "\n".join(f"  {p}: {why}" for p, why in bad[:20])
+        more = f"\n  ... and {len(bad) - 20} more" if len(bad) > 20 else ""
+        raise ConfigError(f"{len(bad)} unreadable images:\n{listing}{more}\n"
+                          "Replace or remove them, or pass skip_bad_images=true to leave "
+                          "them out (they are then counted and listed).")
+    if bad:
+        unreadable = {p for p, _ in bad}
+        for split in splits:
+            split.samples = [(p, label) for p, label in split.samples if p not in unreadable]
+        listing = folder / "skipped_images.txt"
+        listing.write_text("".join(f"{p}\t{why}\n" for p, why in bad))
+        print(f"[prepare] skipping {len(bad)} unreadable images, listed in {listing}",
+              file=sys.stderr)
+    return len(bad)
+
+
+def prepare(config: Config) -> PreparedData:
+    """Return the .beton pair for this configuration, writing what is missing.
+
+    Each split is cached on its own, so a new eval subset does not rewrite the training
+    set. The returned description is also saved as JSON (`PreparedData.save`), which
+    is what the training processes read.
+    """
+    workers = max(os.cpu_count() or 1, 1)
+    if config.dataset == "fashion-mnist":
+        train, val = sources.load_fashion_mnist(config.data_dir)
+        name = "fashion-mnist"
+    else:
+        if not config.data_dir:
+            raise ConfigError("dataset=imagenet needs data_dir=FOLDER (with train/ and val/).\n"
+                              + sources.SUPPORTED_LAYOUTS)
+        train, val = sources.scan_image_folder(Path(config.data_dir), config.val_labels)
+        name = Path(config.data_dir).resolve().name or "images"
+    train, val = _subset(train, config.train_limit), _subset(val, config.eval_limit)
+    folder = cache_folder(config) / name
+    folder.mkdir(parents=True, exist_ok=True)
+    skipped = 0
+    if isinstance(train, sources.FolderSplit):
+        skipped = _drop_unreadable((train, val), folder, config, workers)
+    if not len(train) or not len(val):
+        raise ConfigError("no images left to write after filtering")
+    settings = _write_settings(config)
+    train_path = _cached_beton(train, folder, "train", settings, workers)
+    val_path = _cached_beton(val, folder, "val", settings, workers)
+    return PreparedData(str(train_path), str(val_path), num_classes=len(train.classes),
+                        train_samples=len(train), eval_samples=len(val), skipped_images=skipped)

@@ -1,0 +1,237 @@
+"""Where images come from: an ImageNet-style folder or the Fashion-MNIST idx files.
+
+Each source is an indexed data set of (HxWx3 uint8 array, label) that FFCV's writer
+consumes, plus a fingerprint of its inputs so that prepared .beton files can be reused.
+
+Supported folder layouts (the same for train/ and val/):
+  nested:  <split>/<class>/<image>            (class = folder name, e.g. a WordNet id)
+  flat:    <split>/<image> + a label file      (validation only, see read_label_file)
+Image files are recognised by extension; anything else is listed as ignored.
+"""
+from __future__ import annotations
+
+import csv
+import gzip
+import hashlib
+import struct
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from ..config import ConfigError
+
+IMAGE_EXTENSIONS = {".jpeg", ".jpg", ".png", ".bmp", ".webp", ".tif", ".tiff", ".ppm"}
+FASHION_MNIST_PACKAGE_DIR = Path("/usr/share/datasets/fashion-mnist")
+FASHION_MNIST_CLASSES = ("t-shirt", "trouser", "pullover", "dress", "coat",
+                         "sandal", "shirt", "sneaker", "bag", "ankle-boot")
+SUPPORTED_LAYOUTS = (
+    "supported layouts:\n"
+    "  DIR/train/<class>/<image> and DIR/val/<class>/<image>   (nested)\n"
+    "  DIR/val/<image> plus val_labels=FILE                     (flat validation), where FILE is\n"
+    "    a CSV of image,class-folder-name rows (e.g. Kaggle's LOC_val_solution.csv:\n"
+    "    ImageId,PredictionString); convert the devkit's ground truth with its meta.mat first")
+
+
+def load_rgb(path: Path) -> np.ndarray:
+    """Decode any PIL-readable image (grey, CMYK, palette, alpha) to HxWx3 uint8 RGB."""
+    with Image.open(path) as image:
+        image.load()
+        if image.mode in ("RGBA", "LA") or (image.mode == "P" and "transparency" in image.info):
+            # composite transparent pixels on white rather than on whatever RGB lies beneath
+            rgba = image.convert("RGBA")
+            background = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+            image = Image.alpha_composite(background, rgba)
+        if image.mode.startswith("I;16") or image.mode in ("I", "F"):
+            # 16-bit or float grey: PIL's convert("RGB") clips instead of scaling
+            grey = np.asarray(image, dtype=np.float64)
+            top = 65535.0 if image.mode.startswith("I;16") or grey.max() > 255 else 255.0
+            grey = np.clip(grey / top * 255.0 + 0.5, 0, 255).astype(np.uint8)
+            return np.repeat(grey[..., None], 3, axis=-1)
+        return np.asarray(image.convert("RGB"), dtype=np.uint8)
+
+
+@dataclass
+class FolderSplit:
+    """The images of one split of an image folder, with integer labels."""
+    root: Path
+    samples: list[tuple[Path, int]]
+    classes: list[str]
+    ignored: list[Path] = field(default_factory=list)   # non-image files
+    bad: list[tuple[Path, str]] = field(default_factory=list)  # unreadable images
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, index: int) -> tuple[np.ndarray, int]:
+        path, label = self.samples[index]
+        return load_rgb(path), label
+
+    def fingerprint(self) -> str:
+        digest = hashlib.sha256()
+        for path, label in self.samples:
+            stat = path.stat()
+            digest.update(f"{path.relative_to(self.root)}\0{label}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+        return digest.hexdigest()
+
+
+def _is_image(path: Path) -> bool:
+    return path.suffix.lower() in IMAGE_EXTENSIONS
+
+
+def _files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
+
+
+def scan_nested(split_dir: Path, classes: list[str] | None = None) -> FolderSplit:
+    class_dirs = sorted(p for p in split_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
+    names = [p.name for p in class_dirs]
+    if classes is None:
+        classes = names
+    unknown = sorted(set(names) - set(classes))
+    if unknown:
+        raise ConfigError(f"{split_dir} has classes that train/ lacks: {', '.join(unknown[:5])}"
+                          f"{' ...' if len(unknown) > 5 else ''}")
+    index = {name: i for i, name in enumerate(classes)}
+    samples, ignored, empty = [], [], []
+    for class_dir in class_dirs:
+        files = _files(class_dir)
+        images = [p for p in files if _is_image(p)]
+        ignored += [p for p in files if not _is_image(p)]
+        if not images:
+            empty.append(class_dir)
+        samples += [(p, index[class_dir.name]) for p in images]
+    if empty:
+        raise ConfigError("class folders without a single image: "
+                          + ", ".join(str(p) for p in empty[:5])
+                          + " — remove them or add their images")
+    return FolderSplit(split_dir, samples, classes, ignored)
+
+
+def read_label_file(path: Path, classes: list[str]) -> dict[str, int]:
+    """Map image file stem -> class index from a CSV of (image, class folder name).
+
+    The devkit's ILSVRC2012_validation_ground_truth.txt is not accepted: its ids follow
+    the order of the devkit's meta.mat, not the class folders, so reading it needs
+    meta.mat; convert it to a CSV first (or use Kaggle's LOC_val_solution.csv).
+    """
+    if not path.is_file():
+        raise ConfigError(f"val_labels={path} does not exist")
+    index = {name: i for i, name in enumerate(classes)}
+    rows = [row for row in csv.reader(path.read_text().splitlines()) if any(c.strip() for c in row)]
+    if rows and rows[0] and rows[0][0].strip().lower() in ("imageid", "image", "filename", "file", "id"):
+        rows = rows[1:]
+    if not rows:
+        raise ConfigError(f"{path} holds no labels.\n{SUPPORTED_LAYOUTS}")
+    labels: dict[str, int] = {}
+    for number, row in enumerate(rows, start=1):
+        if len(row) < 2 or not row[1].split():
+            raise ConfigError(f"{path}, row {number}: expected `image,label`, got {','.join(row)!r}"
+                              f"\n{SUPPORTED_LAYOUTS}")
+        label = row[1].split()[0]       # Kaggle: "n01751748 x y x y ..." (boxes follow)
+        if label not in index:
+            raise ConfigError(f"{path}: label {label!r} of {row[0]!r} is not a class folder in train/")
+        labels[Path(row[0].strip()).stem] = index[label]
+    return labels
+
+
+def scan_flat(split_dir: Path, label_file: Path, classes: list[str]) -> FolderSplit:
+    labels = read_label_file(label_file, classes)
+    files = _files(split_dir)
+    images = [p for p in files if _is_image(p)]
+    unlabeled = [p.name for p in images if p.stem not in labels]
+    if unlabeled:
+        raise ConfigError(f"{len(unlabeled)} images in {split_dir} have no label in {label_file} "
+                          f"(first: {', '.join(unlabeled[:3])})")
+    samples = [(p, labels[p.stem]) for p in images]
+    return FolderSplit(split_dir, samples, classes, [p for p in files if not _is_image(p)])
+
+
+def scan_image_folder(data_dir: Path, val_labels: str = "") -> tuple[FolderSplit, FolderSplit]:
+    """Find train/ and val/ under data_dir and list their labelled images."""
+    if not data_dir.is_dir():
+        raise ConfigError(f"data_dir={data_dir} is not a directory.\n{SUPPORTED_LAYOUTS}")
+    train_dir, val_dir = data_dir / "train", data_dir / "val"
+    if not train_dir.is_dir() or not val_dir.is_dir():
+        raise ConfigError(f"{data_dir} needs train/ and val/ subfolders.\n{SUPPORTED_LAYOUTS}")
+    train = scan_nested(train_dir)
+    if not train.classes:
+        raise ConfigError(f"{train_dir} has no class folders.\n{SUPPORTED_LAYOUTS}")
+    has_class_dirs = any(p.is_dir() for p in val_dir.iterdir())
+    if has_class_dirs:
+        val = scan_nested(val_dir, train.classes)
+    elif val_labels:
+        val = scan_flat(val_dir, Path(val_labels), train.classes)
+    else:
+        raise ConfigError(f"{val_dir} holds images without class folders: pass val_labels=FILE.\n"
+                          f"{SUPPORTED_LAYOUTS}")
+    if len(val) == 0:
+        raise ConfigError(f"{val_dir} holds no images.\n{SUPPORTED_LAYOUTS}")
+    return train, val
+
+
+# ---------------------------------------------------------------------------
+@dataclass
+class ArraySplit:
+    """In-memory images (N x H x W x 3 uint8) with labels."""
+    images: np.ndarray
+    labels: np.ndarray
+    classes: list[str]
+    source_digest: str
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, index: int) -> tuple[np.ndarray, int]:
+        return self.images[index], int(self.labels[index])
+
+    def fingerprint(self) -> str:
+        return self.source_digest
+
+
+def fashion_mnist_dir(data_dir: str) -> Path:
+    if data_dir:
+        return Path(data_dir)
+    if FASHION_MNIST_PACKAGE_DIR.is_dir():
+        return FASHION_MNIST_PACKAGE_DIR
+    try:
+        listed = subprocess.run(["dpkg", "-L", "dataset-fashion-mnist"], capture_output=True,
+                                text=True, check=True).stdout.split()
+        return Path(next(p for p in listed if p.endswith("train-images-idx3-ubyte.gz"))).parent
+    except (OSError, subprocess.CalledProcessError, StopIteration):
+        raise ConfigError("Fashion-MNIST not found: install the Debian package "
+                          "dataset-fashion-mnist (scripts/bootstrap.sh does) or pass "
+                          "data_dir=FOLDER holding the four *-idx*-ubyte[.gz] files") from None
+
+
+def _read_idx(path: Path) -> np.ndarray:
+    candidates = [path, path.with_name(path.name + ".gz")]
+    found = next((p for p in candidates if p.is_file()), None)
+    if found is None:
+        raise ConfigError(f"missing Fashion-MNIST file {candidates[1]} (or its unzipped form)")
+    raw = gzip.decompress(found.read_bytes()) if found.suffix == ".gz" else found.read_bytes()
+    zero, dtype_code, ndim = struct.unpack(">HBB", raw[:4])
+    if zero != 0 or dtype_code != 0x08:
+        raise ConfigError(f"{found} is not an unsigned-byte idx file")
+    shape = struct.unpack(">" + "I" * ndim, raw[4:4 + 4 * ndim])
+    data = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim)
+    if data.size != int(np.prod(shape)):
+        raise ConfigError(f"{found} is truncated: {data.size} bytes for shape {shape}")
+    return data.reshape(shape)
+
+
+def load_fashion_mnist(data_dir: str) -> tuple[ArraySplit, ArraySplit]:
+    folder = fashion_mnist_dir(data_dir)
+    splits = []
+    for prefix in ("train", "t10k"):
+        images = _read_idx(folder / f"{prefix}-images-idx3-ubyte")
+        labels = _read_idx(folder / f"{prefix}-labels-idx1-ubyte")
+        if len(images) != len(labels):
+            raise ConfigError(f"{folder}: {len(images)} {prefix} images but {len(labels)} labels")
+        rgb = np.repeat(images[..., None], 3, axis=-1)    # grey -> 3 channels, as ImageNet
+        digest = hashlib.sha256(images.tobytes() + labels.tobytes()).hexdigest()
+        splits.append(ArraySplit(np.ascontiguousarray(rgb), labels.astype(np.int64),
+                                 list(FASHION_MNIST_CLASSES), digest))
+    return splits[0], splits[1]

@@ -1,0 +1,72 @@
+"""torch.distributed set-up for processes started by torchrun (NCCL on GPUs, gloo on CPU)."""
+from __future__ import annotations
+
+import datetime
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+# A rank that waits longer than this for its peers fails instead of hanging.
+COLLECTIVE_TIMEOUT = datetime.timedelta(minutes=10)
+
+
+@dataclass
+class Context:
+    rank: int
+    local_rank: int
+    world_size: int
+    device: torch.device
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def setup(device_type: str) -> Context:
+    rank = int(os.environ.get("RANK", 0))
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    world_size = int(os.environ.get("WORLD_SIZE", 1))
+    if device_type == "cuda":
+        if not torch.cuda.is_available():
+            raise RuntimeError("device=cuda but torch sees no GPU (check the driver, "
+                               "CUDA_VISIBLE_DEVICES, or run with device=cpu)")
+        torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
+    else:
+        device = torch.device("cpu")
+    if world_size > 1 and not dist.is_initialized():
+        os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")
+        dist.init_process_group("nccl" if device_type == "cuda" else "gloo",
+                                timeout=COLLECTIVE_TIMEOUT,
+                                device_id=device if device_type == "cuda" else None)
+    return Context(rank, local_rank, world_size, device)
+
+
+def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:
+    if dist.is_initialized():
+        dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+    return tensor
+
+
+def broadcast_object(obj, src: int = 0):
+    if not dist.is_initialized():
+        return obj
+    holder = [obj]
+    dist.broadcast_object_list(holder, src=src)
+    return holder[0]
+
+
+def barrier() -> None:
+    if dist.is_initialized():
+        dist.barrier()
+
+
+def cleanup() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()

@@ -1,0 +1,9 @@
+"""The recipe's speed-up methods, one small module each; none knows about MLPerf.
+
+blurpool            anti-aliased downsampling (model surgery)
+loss                BCE-with-logits (sum / batch) or cross-entropy, label smoothing
+ema                 exponential moving average of weights and BN statistics
+progressive_resize  on-device downscaling of training batches early in training
+schedule            step-wise linear warmup + cosine decay
+sgdw                SGD with weight decay decoupled from the gradient
+"""

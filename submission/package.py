@@ -1,0 +1,291 @@
+"""Assemble an MLPerf Training submission package from a campaign's results.
+
+    <out_root>/<org>/
+      systems/<system_name>.json                         MLPerf fields only, submitter = org
+      benchmarks/resnet/implementations/pytorch-<recipe>/  the code, resolved configs, README
+      results/<system_name>/resnet/result_0.txt ...      the result files, byte for byte
+
+The package is built in a temporary folder next to its destination and renamed into
+place, so a failed build never leaves a half package; an existing <org>/ is moved
+aside first and deleted only once the new one is in place. The built package is then
+checked with submission.compliance (the MLPerf package checker and friends).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import importlib.metadata
+import json
+import os
+import platform
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+BENCHMARK = "resnet"
+PACKAGE_RULESET = "2.0.0"        # the round of the recipe: system files use its vocabulary
+DEFAULT_IMPL = "pytorch-ffcv-mild"
+CODE_FILES = ("run_and_time.sh", "setup.cfg", "pyproject.toml")
+CODE_DIRS = ("systems", "scripts")
+SOFTWARE = ("torch", "torchvision", "ffcv", "mlperf-logging", "numpy", "pyyaml", "psutil")
+
+
+@dataclass
+class PackageResult:
+    path: Path
+    verdicts: list = field(default_factory=list)   # submission.compliance Verdicts
+    passed: bool = False
+
+
+def build_package(results_dir: Path, system_names: list[str], org: str, out_root: Path,
+                  repo_root: Path) -> PackageResult:
+    """Build out_root/<org>/ from results_dir/<system_name>/ for each system; check it."""
+    results_dir, out_root, repo_root = Path(results_dir), Path(out_root), Path(repo_root)
+    if not org or org.strip() != org or any(c in org for c in "/\\") or org.startswith("."):
+        raise ValueError(f"cannot package for org {org!r}: the organisation names a folder "
+                         "(no slashes, no leading dot or spaces); set org=<name>")
+    if not system_names:
+        raise ValueError("no system to package: name at least one results/<system_name> folder")
+    systems = [_load_system(results_dir, name, org) for name in dict.fromkeys(system_names)]
+
+    out_root.mkdir(parents=True, exist_ok=True)
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    final = out_root / org
+    building = out_root / f".{org}.building-{stamp}-{os.getpid()}"
+    try:
+        _assemble(building / org, systems, org, repo_root)
+        old = None
+        if final.exists() or final.is_symlink():
+            old = out_root / f"{org}.old-{stamp}"
+            final.rename(old)
+        try:
+            (building / org).rename(final)
+        except BaseException:
+            if old is not None:
+                old.rename(final)
+            raise
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(building, ignore_errors=True)
+
+    from .compliance import check_path
+    verdicts = list(check_path(final))
+    return PackageResult(path=final, verdicts=verdicts,
+                         passed=bool(verdicts) and all(v.passed for v in verdicts))
+
+
+# ---------------------------------------------------------------------------
+@dataclass
+class _System:
+    name: str                     # results/<name>/: the MLPerf system_name
+    folder: Path
+    results: list[Path]
+    description: dict[str, Any]   # MLPerf fields, 2.0.0 vocabulary, submitter = org
+    campaign: dict[str, Any]
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        return (self.campaign.get("config") or {}).get("settings") or {}
+
+    @property
+    def short_name(self) -> str:
+        return str(self.campaign.get("system") or (self.campaign.get("config") or {}).get("system")
+                   or self.name)
+
+    @property
+    def impl(self) -> str:
+        recipe = self.settings.get("recipe")
+        return f"pytorch-{recipe}" if recipe else DEFAULT_IMPL
+
+
+def _load_system(results_dir: Path, name: str, org: str) -> _System:
+    from .score import result_files
+    from .system_description import for_ruleset
+
+    folder = results_dir / name
+    if not name or Path(name).name != name or name.startswith("."):
+        raise ValueError(f"{name!r} is not a system name (a folder directly under {results_dir})")
+    if not folder.is_dir():
+        raise ValueError(f"cannot package system {name!r}: no results folder {folder}")
+    results = result_files(folder)
+    if not results:
+        raise ValueError(f"cannot package system {name!r}: it has no results "
+                         f"(no result_*.txt in {folder / BENCHMARK}); run its campaign first")
+    system_file = folder / "system.json"
+    campaign_file = folder / "campaign.json"
+    for needed, what in ((system_file, "the system description as run"),
+                         (campaign_file, "the configuration the runs used")):
+        if not needed.is_file():
+            raise ValueError(f"cannot package system {name!r}: {needed} ({what}) is missing")
+    description = dict(for_ruleset(_read_json(system_file), PACKAGE_RULESET))
+    description["submitter"] = org
+    campaign = _read_json(campaign_file)
+
+    # The logs cannot be edited: refuse a package that would contradict them.
+    logged = _logged_submission(results[0])
+    problems = []
+    if logged.get("submission_org") not in (None, org):
+        problems.append(f"the runs were logged for org {logged['submission_org']!r}, "
+                        f"not {org!r} (package with org={logged['submission_org']})")
+    if logged.get("submission_platform") not in (None, name):
+        problems.append(f"the runs were logged for platform {logged['submission_platform']!r}, "
+                        f"but their folder is {name!r}")
+    if logged.get("submission_division") not in (None, description.get("division")):
+        problems.append(f"the runs were logged in division {logged['submission_division']!r}, "
+                        f"but system.json says {description.get('division')!r}")
+    if problems:
+        raise ValueError(f"cannot package system {name!r}: " + "; ".join(problems))
+    return _System(name, folder, results, description, campaign)
+
+
+def _assemble(root: Path, systems: list[_System], org: str, repo_root: Path) -> None:
+    (root / "systems").mkdir(parents=True)
+    for system in systems:
+        (root / "systems" / f"{system.name}.json").write_text(
+            json.dumps(system.description, indent=2) + "\n")
+        target = root / "results" / system.name / BENCHMARK
+        target.mkdir(parents=True)
+        for result in system.results:
+            shutil.copyfile(result, target / result.name)
+
+    by_impl: dict[str, list[_System]] = {}
+    for system in systems:
+        by_impl.setdefault(system.impl, []).append(system)
+    for impl, members in by_impl.items():
+        impl_dir = root / "benchmarks" / BENCHMARK / "implementations" / impl
+        _copy_code(repo_root, impl_dir)
+        (impl_dir / "configs").mkdir()
+        for system in members:
+            (impl_dir / "configs" / f"{system.name}.json").write_text(
+                json.dumps(system.campaign, indent=2) + "\n")
+        (impl_dir / "README.md").write_text(_readme(impl, members, org, repo_root))
+
+
+def _copy_code(repo_root: Path, dest: Path) -> None:
+    source = repo_root / "submission"
+    if not source.is_dir():
+        raise ValueError(f"cannot package: no code at {source}")
+    for path in sorted(source.rglob("*")):
+        rel = path.relative_to(source)
+        if path.is_file() and path.suffix in (".py", ".yaml") and "__pycache__" not in rel.parts:
+            _copy(path, dest / "submission" / rel)
+    for name in CODE_DIRS:
+        folder = repo_root / name
+        if folder.is_dir():
+            for path in sorted(folder.rglob("*")):
+                rel = path.relative_to(folder)
+                if path.is_file() and "__pycache__" not in rel.parts:
+                    _copy(path, dest / name / rel)
+    for name in CODE_FILES:
+        if (repo_root / name).is_file():
+            _copy(repo_root / name, dest / name)
+    if (repo_root / "README.md").is_file():   # README.md of the implementation is ours
+        _copy(repo_root / "README.md", dest / "HARNESS_README.md")
+
+
+def _copy(source: Path, target: Path) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(source, target)
+
+
+def _readme(impl: str, systems: list[_System], org: str, repo_root: Path) -> str:
+    from .config import HARNESS_SETTINGS
+    from .score import summarize
+
+    recipe = systems[0].settings.get("recipe", "mild")
+    lines = [f"# ResNet-50, {impl} ({org})", "",
+             f"PyTorch ResNet-50 trained with the `{recipe}` recipe "
+             f"(`submission/recipes/{recipe}.yaml`), FFCV data loading, timed and logged "
+             "with `mlperf_logging.mllog` as MLPerf Training requires.", "",
+             "## Results in this package", "",
+             "| system | short name | runs | seeds | score (min) | valid MLPerf score |",
+             "|---|---|---|---|---|---|"]
+    for system in systems:
+        summary = summarize(system.folder)
+        score = "—" if summary.score_minutes is None else f"{summary.score_minutes:.3f}"
+        seeds = ", ".join(str(r.seed) for r in summary.runs)
+        lines.append(f"| {system.name} | {system.short_name} | {len(summary.runs)} | {seeds} | "
+                     f"{score} | {'yes' if summary.valid else 'no: ' + '; '.join(summary.reasons)} |")
+    lines += ["", "Score: MLPerf olympic mean of run_stop - run_start (minutes) over 5 runs.", "",
+              "## How to reproduce", "",
+              "From this folder (the harness code as it produced the runs), on the system:", "",
+              "```"]
+    for system in systems:
+        lines.append(f"./run_and_time.sh system={system.short_name}")
+    lines += ["```", "",
+              "`run_and_time.sh` sets up the environment (`scripts/bootstrap.sh`), prepares the "
+              "data and runs the 5 timed runs; results go to `results/<system_name>/resnet/`. "
+              "To repeat the exact seeds of these runs, add them:", "", "```"]
+    for system in systems:
+        seeds = system.campaign.get("seeds") or []
+        if seeds:
+            lines.append(f"./run_and_time.sh system={system.short_name} "
+                         f"seeds={','.join(str(s) for s in seeds)}")
+    lines += ["```", "",
+              "`configs/<system_name>.json` is each campaign's record (campaign.json): seeds and "
+              "every resolved setting, with the system description as run. "
+              "Harness documentation: `HARNESS_README.md`.", "",
+              f"## Recipe `{recipe}` (as resolved for {systems[0].name})", "",
+              "| setting | value |", "|---|---|"]
+    for key, value in systems[0].settings.items():
+        if key not in HARNESS_SETTINGS:
+            lines.append(f"| {key} | {value} |")
+    lines += ["", "Systems may override values that must scale (batch, workers, data, and for "
+              "small demonstration systems duration and resolution); see `configs/`.", "",
+              "## Software", "",
+              "Versions installed where this package was built (the system description's "
+              "`framework` and `other_software_stack` fields record those of the runs):", "",
+              f"- Python {platform.python_version()}"]
+    for name in SOFTWARE:
+        lines.append(f"- {name} {_version(name)}")
+    lines.append(f"- harness code: {_git_revision(repo_root)}")
+    for system in systems:
+        framework = system.description.get("framework") or "—"
+        other = system.description.get("other_software_stack") or "—"
+        lines.append(f"- {system.name} as run: framework {framework}; other software {other}")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------
+def _logged_submission(result: Path) -> dict[str, Any]:
+    from mlperf_logging.compliance_checker.mlp_parser import parse_file
+
+    keys = ("submission_org", "submission_platform", "submission_division")
+    loglines, _ = parse_file(str(result), ruleset=PACKAGE_RULESET)
+    found: dict[str, Any] = {}
+    for line in loglines:
+        if line.key in keys and line.key not in found:
+            found[line.key] = line.value.get("value")
+    return found
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path} is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} should hold a JSON object")
+    return data
+
+
+def _version(distribution: str) -> str:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _git_revision(repo_root: Path) -> str:
+    try:
+        head = subprocess.run(["git", "-C", str(repo_root), "rev-parse", "HEAD"],
+                              capture_output=True, text=True, timeout=10)
+        if head.returncode != 0:
+            return "not a git checkout, or no commit yet"
+        dirty = subprocess.run(["git", "-C", str(repo_root), "status", "--porcelain"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown (git unavailable)"
+    return f"git {head.stdout.strip()}" + (" with uncommitted changes" if dirty else "")

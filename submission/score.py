@@ -1,0 +1,304 @@
+"""Scores of a campaign: per-run figures and the MLPerf olympic mean.
+
+Result files are read with mlperf_logging's own parser, and the olympic mean is the
+official result summarizer's `_compute_olympic_average`, so the score printed here is
+the one `python -m mlperf_logging.result_summarizer` prints for the same files.
+
+A run counts as converged when its run_stop says `status: success`. A run that
+stopped `aborted`, one without run_stop (`incomplete`) and one with unreadable lines
+count as dropped (non-converged) runs, as the summarizer counts runs it cannot score:
+the olympic mean then drops only the fastest converged run (the dropped run stands
+for the slowest). MLPerf ResNet needs exactly 5 result files and allows 1 dropped run.
+
+This module reads logs only; the compliance checkers are run by submission.compliance.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+BENCHMARK = "resnet"
+RULESET = "2.0.0"           # the parser of the round of the recipe; the file format is the same
+REQUIRED_RUNS = 5           # mlperf_logging.benchmark_meta: training resnet
+MAX_DROPPED = 1             # the summarizer: 1 for every training benchmark but unet3d
+IMG_S_LABEL = "img/s (run_start→run_stop, eval included)"
+
+_RESULT_NAME = re.compile(r"^result_(\d+)\.txt$")
+
+
+@dataclass
+class RunResult:
+    file: str                       # result_0.txt
+    seed: int | None
+    status: str                     # success | aborted | incomplete
+    epochs: float | None            # run_stop epoch_num, else the last epoch_num seen
+    accuracy: float | None          # last eval_accuracy (top-1 fraction)
+    minutes: float | None           # (run_stop - run_start) / 60000
+    train_samples: int | None
+    img_per_s: float | None         # train_samples * epochs / seconds (eval included)
+    cost_usd: float | None          # minutes / 60 * price per hour; None without a price
+    reason: str = ""                # run_stop `reason`, or why the run cannot be scored
+    unreadable_lines: int = 0       # lines the MLPerf parser could not read
+
+    @property
+    def converged(self) -> bool:
+        return self.status == "success" and self.minutes is not None and not self.unreadable_lines
+
+
+@dataclass
+class Summary:
+    system_name: str
+    runs: list[RunResult]
+    score_minutes: float | None     # MLPerf olympic mean; None when it cannot be computed
+    valid: bool                     # a valid MLPerf ResNet score
+    reasons: list[str] = field(default_factory=list)   # why not valid, in plain words
+    cost_per_run_usd: float | None = None               # mean over runs with a time
+    price_usd_per_hour: float = 0.0
+    dropped: int = 0                # runs counted as non-converged
+
+    @property
+    def mean_img_per_s(self) -> float | None:
+        values = [r.img_per_s for r in self.runs if r.img_per_s is not None]
+        return statistics.fmean(values) if values else None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["mean_img_per_s"] = self.mean_img_per_s
+        data["img_per_s_definition"] = IMG_S_LABEL
+        data["score_rule"] = (f"MLPerf olympic mean of {REQUIRED_RUNS} runs (run_stop - run_start, "
+                              f"minutes): drop the fastest and the slowest; at most {MAX_DROPPED} "
+                              "non-converged run, which counts as the slowest")
+        return data
+
+
+# ---------------------------------------------------------------------------
+def result_files(system_dir: Path) -> list[Path]:
+    """system_dir/resnet/result_<i>.txt, in run order (result_10 after result_9)."""
+    folder = Path(system_dir) / BENCHMARK
+    if not folder.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in folder.iterdir()
+             if p.is_file() and (m := _RESULT_NAME.match(p.name))]
+    return [p for _, p in sorted(found)]
+
+
+def read_run(path: Path, price_usd_per_hour: float = 0.0) -> RunResult:
+    """One result file -> its figures (nothing raised for a partial or odd file)."""
+    from mlperf_logging.compliance_checker.mlp_parser import parse_file
+
+    loglines, failed = parse_file(str(path), ruleset=RULESET)
+    first: dict[str, Any] = {}
+    seed = train_samples = accuracy = last_epoch = None
+    for line in loglines:
+        value = line.value.get("value")
+        metadata = line.value.get("metadata") or {}
+        first.setdefault(line.key, line)
+        if line.key == "seed" and seed is None:
+            seed = _as_int(value)
+        elif line.key == "train_samples" and train_samples is None:
+            train_samples = _as_int(value)
+        elif line.key == "eval_accuracy":
+            accuracy = _as_float(value)
+        if "epoch_num" in metadata and line.key != "run_stop":
+            last_epoch = _as_float(metadata["epoch_num"])
+
+    start, stop = first.get("run_start"), first.get("run_stop")
+    reason = ""
+    if stop is None:
+        status = "incomplete"
+        reason = "no run_stop" if start is not None else "no run_start"
+        epochs = last_epoch
+    else:
+        stop_meta = stop.value.get("metadata") or {}
+        status = "success" if str(stop_meta.get("status", "")).lower() == "success" else "aborted"
+        reason = str(stop_meta.get("reason", ""))
+        epochs = _as_float(stop_meta["epoch_num"]) if "epoch_num" in stop_meta else last_epoch
+    minutes = (stop.timestamp - start.timestamp) / 60000 if start and stop else None
+    if failed:
+        reason = "; ".join(filter(None, [reason, f"{len(failed)} line(s) the MLPerf parser cannot read"]))
+
+    img_per_s = None
+    if minutes and train_samples and epochs is not None:
+        img_per_s = train_samples * epochs / (minutes * 60)
+    cost = minutes / 60 * price_usd_per_hour if minutes is not None and price_usd_per_hour else None
+    return RunResult(file=Path(path).name, seed=seed, status=status, epochs=epochs,
+                     accuracy=accuracy, minutes=minutes, train_samples=train_samples,
+                     img_per_s=img_per_s, cost_usd=cost, reason=reason,
+                     unreadable_lines=len(failed))
+
+
+def olympic_score(runs: list[RunResult]) -> tuple[float | None, int]:
+    """(score, dropped) as the MLPerf result summarizer computes it.
+
+    Converged run times go to the summarizer's `_compute_olympic_average`; every other
+    run is a dropped score. With more than MAX_DROPPED dropped runs the summarizer
+    reports no score, and neither does this.
+    """
+    from mlperf_logging.result_summarizer.result_summarizer import _compute_olympic_average
+
+    scores = [r.minutes for r in runs if r.converged]
+    dropped = len(runs) - len(scores)
+    if dropped > MAX_DROPPED:
+        return None, dropped
+    return _compute_olympic_average(sorted(scores), dropped, max_dropped_scores=MAX_DROPPED), dropped
+
+
+def summarize(system_dir: Path, price_usd_per_hour: float | None = 0.0) -> Summary:
+    """Score the result files of one system (results/<system_name>/).
+
+    price_usd_per_hour: hourly price of the whole system; when 0 or None it is read
+    from campaign.json (config settings price_usd_per_hour); 0 there means no cost.
+    """
+    system_dir = Path(system_dir)
+    price = float(price_usd_per_hour or 0.0) or _campaign_price(system_dir)
+    runs = [read_run(p, price) for p in result_files(system_dir)]
+    score, dropped = olympic_score(runs)
+
+    reasons = []
+    n = len(runs)
+    if n == 0:
+        reasons.append(f"no result files in {system_dir / BENCHMARK}")
+    elif n < REQUIRED_RUNS:
+        reasons.append(f"only {n} run{'s' if n != 1 else ''}: MLPerf ResNet needs exactly {REQUIRED_RUNS}")
+    elif n > REQUIRED_RUNS:
+        reasons.append(f"{n} runs: MLPerf ResNet needs exactly {REQUIRED_RUNS}")
+    if dropped > MAX_DROPPED:
+        reasons.append(f"{dropped} runs did not reach the target: at most {MAX_DROPPED} may be dropped")
+    for run in runs:
+        if run.unreadable_lines:
+            reasons.append(f"{run.file} has {run.unreadable_lines} line(s) the MLPerf parser cannot read")
+    seeds = [r.seed for r in runs if r.seed is not None]
+    if len(set(seeds)) != len(seeds):
+        reasons.append("two or more runs used the same seed: each run needs a different seed")
+    if n and any(r.seed is None for r in runs):
+        reasons.append("a run logged no seed")
+    if n and score is None and dropped <= MAX_DROPPED:
+        reasons.append("too few converged runs to compute an olympic mean")
+
+    costs = [r.cost_usd for r in runs if r.cost_usd is not None]
+    return Summary(system_name=system_dir.name, runs=runs, score_minutes=score,
+                   valid=not reasons and score is not None, reasons=reasons,
+                   cost_per_run_usd=statistics.fmean(costs) if costs else None,
+                   price_usd_per_hour=price, dropped=dropped)
+
+
+# ---------------------------------------------------------------------------
+def summary_markdown(summary: Summary) -> str:
+    lines = [f"# ResNet-50 results: {summary.system_name}", "",
+             f"| run | seed | status | epochs | top-1 | minutes | {IMG_S_LABEL} | cost (USD) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for run in summary.runs:
+        status = run.status + (f" ({run.reason})" if run.reason else "")
+        lines.append("| " + " | ".join([
+            run.file, _fmt(run.seed, "{}"), status.replace("|", "/"), _fmt(run.epochs, "{:.4g}"),
+            _fmt(None if run.accuracy is None else run.accuracy * 100, "{:.2f}%"),
+            _fmt(run.minutes, "{:.3f}"), _fmt(run.img_per_s, "{:,.0f}"),
+            _fmt(run.cost_usd, "{:.2f}")]) + " |")
+    lines.append("")
+    if summary.score_minutes is None:
+        lines.append("**Score:** none (no olympic mean can be computed from these runs).")
+    else:
+        how = ("drop the fastest and the slowest, mean of the rest" if summary.dropped == 0 else
+               f"{summary.dropped} non-converged run dropped as the slowest, the fastest dropped, "
+               "mean of the rest")
+        lines.append(f"**Score: {summary.score_minutes:.3f} minutes** (MLPerf olympic mean: {how}).")
+    lines.append("")
+    if summary.valid:
+        lines.append(f"Valid MLPerf ResNet score: {len(summary.runs)} runs, "
+                     f"{summary.dropped} dropped (at most {MAX_DROPPED} allowed).")
+    else:
+        lines.append("**Not a valid MLPerf ResNet score:**")
+        lines += [f"- {reason}" for reason in summary.reasons]
+    lines.append("")
+    if summary.cost_per_run_usd is not None:
+        lines.append(f"Cost at ${summary.price_usd_per_hour:g}/hour for the whole system: "
+                     f"${summary.cost_per_run_usd:.2f} per run on average.")
+    else:
+        lines.append("Cost: no price given (price_usd_per_hour).")
+    lines.append(f"Throughput: training samples x epochs / (run_stop - run_start); "
+                 "evaluation time is included.")
+    return "\n".join(lines) + "\n"
+
+
+def write_summary(system_dir: Path, summary: Summary) -> tuple[Path, Path]:
+    """system_dir/summary.md and system_dir/summary.json."""
+    system_dir = Path(system_dir)
+    md, js = system_dir / "summary.md", system_dir / "summary.json"
+    md.write_text(summary_markdown(summary))
+    js.write_text(json.dumps(summary.to_dict(), indent=2) + "\n")
+    return md, js
+
+
+def compare_systems(results_dir: Path) -> str:
+    """Markdown table over every results/<system_name>/ with result files or a summary."""
+    rows = []
+    for system_dir in sorted(p for p in Path(results_dir).iterdir() if p.is_dir()):
+        if result_files(system_dir):
+            data = summarize(system_dir).to_dict()
+        elif (system_dir / "summary.json").is_file():
+            try:
+                data = json.loads((system_dir / "summary.json").read_text())
+            except json.JSONDecodeError:
+                continue
+        else:
+            continue
+        campaign = _campaign(system_dir)
+        short = campaign.get("system")
+        name = system_dir.name + (f" ({short})" if short and short != system_dir.name else "")
+        rows.append("| " + " | ".join([
+            name, str(len(data.get("runs", []))), _fmt(data.get("score_minutes"), "{:.3f}"),
+            "yes" if data.get("valid") else "no",
+            _fmt(data.get("cost_per_run_usd"), "${:.2f}"),
+            _fmt(data.get("mean_img_per_s"), "{:,.0f}")]) + " |")
+    header = ["# ResNet-50: systems compared", "",
+              "| system | runs | score (min) | valid | mean cost per run | mean img/s |",
+              "|---|---|---|---|---|---|"]
+    if not rows:
+        return "\n".join(header[:2] + ["No system has results yet."]) + "\n"
+    footer = ["", "Score: MLPerf olympic mean of run_stop - run_start over 5 runs. "
+              f"Throughput: {IMG_S_LABEL}. Per-system details: <system>/summary.md."]
+    return "\n".join(header + rows + footer) + "\n"
+
+
+def write_comparison(results_dir: Path) -> Path:
+    path = Path(results_dir) / "comparison.md"
+    path.write_text(compare_systems(results_dir))
+    return path
+
+
+# ---------------------------------------------------------------------------
+def _campaign(system_dir: Path) -> dict[str, Any]:
+    path = Path(system_dir) / "campaign.json"
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _campaign_price(system_dir: Path) -> float:
+    settings = (_campaign(system_dir).get("config") or {}).get("settings") or {}
+    return _as_float(settings.get("price_usd_per_hour")) or 0.0
+
+
+def _as_int(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _as_float(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _fmt(value: Any, spec: str) -> str:
+    return "—" if value is None else spec.format(value)

@@ -1,0 +1,234 @@
+"""The MLPerf system description of a run: one ruleset's vocabulary, gaps filled from the host.
+
+`status` is written in the MLPerf Training 2.x vocabulary in systems/*.json. Rulesets
+4.0.0 and later (mlperf_logging.system_desc_checker) only accept the availability
+wording, so `for_ruleset` maps it:
+
+    onprem   -> "Available on-premise"
+    cloud    -> "Available cloud"
+    preview  -> "Preview"
+    research -> "Research, Development, or Internal (RDI)"
+
+Rulesets before 4.0.0 keep onprem / cloud / preview / research (a description already
+in the 4.x wording is mapped back). Numbers become strings: MLPerf descriptions are
+all-string, and the official checker fails on a number in e.g. accelerators_per_node.
+
+`fill_from_host` fills EMPTY fields ("" or None) that this machine can tell (processor,
+memory, disk, software versions, CUDA devices) and never overwrites a field that is set.
+host_processor_core_count is the core count of ONE processor (the MLPerf convention:
+host_processors_per_node says how many there are); host_processor_vcpu_count is the
+node's total of logical CPUs.
+"""
+from __future__ import annotations
+
+import copy
+import importlib.metadata
+import platform
+from pathlib import Path
+from typing import Any, Callable
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+STATUS_4X = {
+    "onprem": "Available on-premise",
+    "cloud": "Available cloud",
+    "preview": "Preview",
+    "research": "Research, Development, or Internal (RDI)",
+}
+STATUS_2X = {long: short for short, long in STATUS_4X.items()}
+
+SOFTWARE_PACKAGES = ("torchvision", "ffcv", "mlperf-logging", "numpy")
+
+
+def _ruleset_version(ruleset: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in str(ruleset).split("."))
+    except ValueError:
+        raise ValueError(f"ruleset {ruleset!r} is not a version such as 2.0.0 or 4.0.0") from None
+
+
+def uses_availability_status(ruleset: str) -> bool:
+    """True when the ruleset wants the 4.x status wording ("Available cloud", ...)."""
+    return _ruleset_version(ruleset) >= (4, 0, 0)
+
+
+def _as_mlperf_value(value: Any) -> Any:
+    if isinstance(value, bool) or value is None:
+        return "" if value is None else str(value).lower()
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, (int, float)):
+        return str(value)
+    return value
+
+
+def for_ruleset(description: dict, ruleset: str) -> dict:
+    """The MLPerf fields of `description` (no "harness" block) with `status` in the
+    vocabulary of `ruleset`. Raises ValueError for a status neither vocabulary knows."""
+    fields = {key: _as_mlperf_value(value) for key, value in description.items() if key != "harness"}
+    status = fields.get("status", "")
+    short = status if status in STATUS_4X else STATUS_2X.get(status)
+    if short is None:
+        allowed = ", ".join(f"{s!r} ({l!r})" for s, l in STATUS_4X.items())
+        raise ValueError(f"unknown system status {status!r}: use one of {allowed}")
+    fields["status"] = STATUS_4X[short] if uses_availability_status(ruleset) else short
+    return fields
+
+
+# ---- host probes: each returns a value or raises; a failure leaves the field empty --
+def _cpuinfo() -> list[tuple[str, str]]:
+    pairs = []
+    with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+        for line in f:
+            key, sep, value = line.partition(":")
+            if sep:
+                pairs.append((key.strip(), value.strip()))
+    return pairs
+
+
+def _processor_model() -> str:
+    try:
+        for key, value in _cpuinfo():
+            if key == "model name" and value:
+                return value
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def _sockets() -> int:
+    try:
+        ids = {value for key, value in _cpuinfo() if key == "physical id"}
+    except OSError:
+        ids = set()
+    return len(ids) or 1
+
+
+def _cores_per_processor() -> str:
+    import psutil
+    cores = psutil.cpu_count(logical=False)
+    if not cores:
+        return ""
+    return str(max(cores // _sockets(), 1))
+
+
+def _vcpus() -> str:
+    import psutil
+    return str(psutil.cpu_count() or "")
+
+
+def _frequency() -> str:
+    import psutil
+    freq = psutil.cpu_freq()
+    return f"{freq.max:.0f} MHz" if freq and freq.max else ""
+
+
+def _gib(num_bytes: float) -> str:
+    return f"{round(num_bytes / 2**30)} GiB"
+
+
+def _memory() -> str:
+    import psutil
+    return _gib(psutil.virtual_memory().total)
+
+
+def _storage() -> str:
+    import psutil
+    return _gib(psutil.disk_usage(str(REPO_ROOT)).total)
+
+
+def _framework() -> str:
+    import torch
+    return f"PyTorch {torch.__version__}"
+
+
+def _operating_system() -> str:
+    pretty = ""
+    try:
+        with open("/etc/os-release", encoding="utf-8") as f:
+            for line in f:
+                key, _, value = line.strip().partition("=")
+                if key == "PRETTY_NAME":
+                    pretty = value.strip().strip('"')
+    except OSError:
+        pass
+    kernel = f"{platform.system()} {platform.release()}".strip()
+    return ", ".join(part for part in (pretty, f"kernel {kernel}" if pretty else kernel) if part)
+
+
+def _software() -> str:
+    parts = [f"Python {platform.python_version()}"]
+    for package in SOFTWARE_PACKAGES:
+        try:
+            parts.append(f"{package} {importlib.metadata.version(package)}")
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    try:
+        import torch
+        if torch.version.cuda and torch.cuda.is_available():
+            parts.append(f"CUDA {torch.version.cuda}")
+            if torch.backends.cudnn.is_available():
+                parts.append(f"cuDNN {torch.backends.cudnn.version()}")
+    except Exception:  # noqa: BLE001 - a broken torch must not stop the description
+        pass
+    return ", ".join(parts)
+
+
+def _cuda_device():
+    import torch
+    if not torch.cuda.is_available() or torch.cuda.device_count() == 0:
+        return None
+    return torch.cuda.get_device_properties(0)
+
+
+def _accelerator_model() -> str:
+    props = _cuda_device()
+    return props.name if props else ""
+
+
+def _accelerator_memory() -> str:
+    props = _cuda_device()
+    return _gib(props.total_memory) if props else ""
+
+
+PROBES: dict[str, Callable[[], Any]] = {
+    "host_processor_model_name": _processor_model,
+    "host_processors_per_node": lambda: str(_sockets()),
+    "host_processor_core_count": _cores_per_processor,
+    "host_processor_vcpu_count": _vcpus,
+    "host_processor_frequency": _frequency,
+    "host_memory_capacity": _memory,
+    "host_storage_capacity": _storage,
+    "framework": _framework,
+    "operating_system": _operating_system,
+    "other_software_stack": _software,
+    "accelerator_model_name": _accelerator_model,
+    "accelerator_memory_capacity": _accelerator_memory,
+}
+
+
+def _empty(value: Any) -> bool:
+    return value is None or value == ""
+
+
+def fill_from_host(description: dict) -> dict:
+    """A copy of `description` whose empty fields are read from this machine where it can
+    tell; set fields are kept as they are, and a probe that fails leaves its field empty."""
+    filled = copy.deepcopy(description)
+    for field, probe in PROBES.items():
+        if field in filled and not _empty(filled[field]):
+            continue
+        try:
+            value = probe()
+        except Exception:  # noqa: BLE001 - any probe may fail on an odd machine
+            value = ""
+        if not _empty(value):
+            filled[field] = value
+    return filled
+
+
+__all__ = ["STATUS_4X", "for_ruleset", "fill_from_host", "uses_availability_status"]
+
+if __name__ == "__main__":  # a quick look at what this machine reports
+    import json
+    print(json.dumps(fill_from_host({field: "" for field in PROBES}), indent=2))

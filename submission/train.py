@@ -1,0 +1,296 @@
+"""One time-to-accuracy run: the training loop. Started by torchrun, one process per device.
+
+    python -m torch.distributed.run ... -m submission.train --config C --data D \
+        --run-index I --seed S --result results/<system>/resnet/result_I.txt
+
+Rank 0 writes the MLPerf log to `<result>.partial` and renames it to `<result>` once
+run_stop is written (status success, or aborted when the epoch budget ends below the
+target). An interrupted or crashed run logs run_stop aborted with the reason and keeps
+the .partial name, so it is never taken for a finished run.
+
+Processes on nodes other than node 0 start with --follow: rank 0 tells them which run
+to do (or that the campaign is over, --finish) and with which settings.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.nn.parallel import DistributedDataParallel
+
+from . import distributed as dist_utils
+from .config import Config
+from .data import loaders
+from .data.prepare import PreparedData
+from .methods.ema import EMA
+from .methods.loss import LOSSES
+from .methods.progressive_resize import resize_batch, resize_scale
+from .methods.schedule import lr_at
+from .methods.sgdw import DecoupledSGDW
+from .mlperf_log import RunLog
+from .model import model_from_config
+
+
+@dataclass
+class RunOutcome:
+    success: bool
+    accuracy: float
+    epochs: float
+    minutes: float
+    model: torch.nn.Module          # the trained weights
+    eval_model: torch.nn.Module     # what evaluation scored: the EMA copy when EMA is on
+
+
+class Diverged(RuntimeError):
+    """The loss stopped being finite: the run cannot reach its target."""
+
+
+class Interrupted(Exception):
+    """SIGTERM/SIGINT reached the run (torchrun stopping the job, or the user)."""
+
+
+def _raise_interrupted(signum, frame):
+    raise Interrupted(signal.Signals(signum).name)
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def autocast_for(config: Config, device: torch.device):
+    if config.precision != "amp":
+        return contextlib.nullcontext
+    dtype = torch.bfloat16 if config.amp_dtype == "bf16" else torch.float16
+    return lambda: torch.autocast(device.type, dtype=dtype)
+
+
+@torch.no_grad()
+def evaluate(model, loader, normalize, autocast, expected_samples: int) -> float:
+    was_training = model.training
+    model.eval()
+    totals = torch.zeros(2, dtype=torch.float64, device=normalize.mean.device)
+    with autocast():
+        for images, labels in loader:
+            logits = model(normalize(images))
+            totals[0] += (logits.argmax(dim=1) == labels.view(-1)).sum()
+            totals[1] += labels.numel()
+    dist_utils.all_reduce_sum(totals)
+    model.train(was_training)
+    correct, count = totals.tolist()
+    if int(count) != expected_samples:
+        raise RuntimeError(f"evaluation scored {int(count)} samples, expected {expected_samples}")
+    return correct / count
+
+
+class Reporter:
+    """Progress lines on rank 0: step, loss, lr, img/s, accuracy so far, ETA."""
+
+    def __init__(self, label: str, total_steps: int, steps_per_epoch: int, global_batch: int,
+                 every: int, enabled: bool):
+        self.label, self.total, self.per_epoch = label, total_steps, steps_per_epoch
+        self.batch, self.every, self.enabled = global_batch, every, enabled
+        self.start = time.monotonic()
+        self.window_start, self.window_steps = self.start, 0
+        self.accuracy = None
+
+    def step(self, step: int, loss: torch.Tensor, lr: float, side: int) -> None:
+        self.window_steps += 1
+        if not self.enabled or (step % self.every and step != self.total):
+            return
+        now = time.monotonic()
+        rate = self.window_steps * self.batch / max(now - self.window_start, 1e-9)
+        self.window_start, self.window_steps = now, 0
+        elapsed = (now - self.start) / 60
+        eta = elapsed / step * (self.total - step)
+        acc = f"top-1 {self.accuracy:.4f}" if self.accuracy is not None else "top-1 -"
+        print(f"{self.label} epoch {step / self.per_epoch:5.2f} step {step}/{self.total} "
+              f"loss {loss.item():.4f} lr {lr:.4f} {side}px {rate:.0f} img/s | {acc} | "
+              f"{elapsed:.1f} min, budget ETA {eta:.1f} min", flush=True)
+
+    def evaluated(self, epoch: float, accuracy: float, target: float) -> None:
+        self.accuracy = accuracy
+        if self.enabled:
+            mark = "reached" if accuracy >= target else "below"
+            print(f"{self.label} eval at epoch {epoch:.2f}: top-1 {accuracy:.4f} ({mark} target "
+                  f"{target})", flush=True)
+
+
+def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed: int,
+              log: RunLog, label: str) -> dict:
+    """Build, then train until the target or the epoch budget; return the outcome."""
+    seed_everything(seed)
+    if ctx.device.type == "cpu":
+        torch.set_num_threads(config.cpu_threads or max(1, (os.cpu_count() or 1) // config.processes_per_node))
+
+    model = model_from_config(config, data.num_classes).to(ctx.device)
+    log.weights_initialization(model)
+    ema = (EMA(model, config.ema_half_life_batches, config.ema_update_every_batches)
+           if config.ema_half_life_batches > 0 else None)
+    net = (DistributedDataParallel(model, device_ids=[ctx.local_rank] if ctx.device.type == "cuda" else None)
+           if ctx.distributed else model)
+    optimizer = DecoupledSGDW(model.parameters(), lr=config.peak_lr, momentum=config.momentum,
+                              weight_decay=config.weight_decay)
+    loss_fn = LOSSES[config.loss]
+    autocast = autocast_for(config, ctx.device)
+    scaler = torch.amp.GradScaler("cuda") if (
+        config.precision == "amp" and config.amp_dtype == "fp16" and ctx.device.type == "cuda") else None
+    normalize = loaders.Normalizer(ctx.device)
+
+    train_loader = loaders.train_loader(
+        data.train_path, config.train_resolution, config.batch_per_device,
+        config.workers_per_device, seed, ctx.device, ctx.distributed, config.crop_scale_min)
+    val_loader = loaders.val_loader(
+        data.val_path, config.eval_resolution, config.eval_resize,
+        config.eval_batch_size or config.batch_per_device, config.workers_per_device,
+        ctx.device, ctx.rank, ctx.world_size, data.eval_samples)
+
+    steps_per_epoch = len(train_loader)
+    if steps_per_epoch == 0:
+        raise RuntimeError(f"{data.train_samples} training images are fewer than one global batch "
+                           f"({config.global_batch_size}): lower batch_per_device")
+    total_steps = max(1, round(config.train_epochs * steps_per_epoch))
+    warmup_steps = round(config.warmup_train_epochs * steps_per_epoch)
+    eval_every = max(1, round(config.eval_every_epochs * steps_per_epoch))
+    log.hyperparameters(config, seed, data.train_samples, data.eval_samples, steps_per_epoch)
+    report = Reporter(label, total_steps, steps_per_epoch, config.global_batch_size,
+                      config.progress_every_steps, ctx.is_main)
+
+    log.init_stop_run_start()   # ---- timed region starts: MLPerf run_start ----
+    run_start = time.monotonic()
+    step, epoch, accuracy, reached, reason = 0, 0, 0.0, False, "epoch budget exhausted"
+    while step < total_steps and not reached:
+        epoch += 1
+        log.epoch_start(epoch)
+        for images, labels in train_loader:
+            lr = lr_at(step, total_steps, warmup_steps, config.peak_lr)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            x = normalize(images)
+            if config.progressive_resize:
+                scale = resize_scale(step / total_steps, config.resize_initial_scale,
+                                     config.resize_start_fraction, config.resize_finish_fraction)
+                x = resize_batch(x, scale, config.resize_multiple)
+            with autocast():
+                loss = loss_fn(net(x), labels.view(-1), config.label_smoothing)
+            optimizer.zero_grad(set_to_none=True)
+            if scaler:
+                scaler.scale(loss).backward()
+                scaler.step(optimizer)
+                scaler.update()
+            else:
+                loss.backward()
+                optimizer.step()
+            step += 1
+            if ema:
+                ema.update(model, step)
+            if step % config.progress_every_steps == 0 and not torch.isfinite(loss):
+                raise Diverged(f"loss is {loss.item()} at step {step}: training diverged "
+                               "(lower lr, or precision=fp32 if bf16 autocast is on)")
+            report.step(step, loss, lr, x.shape[-1])
+
+            if step % eval_every == 0 or step == total_steps:
+                eval_epoch = round(step / steps_per_epoch, 4)
+                log.eval_start(eval_epoch)
+                accuracy = evaluate(ema.model if ema else model, val_loader, normalize,
+                                    autocast, data.eval_samples)
+                log.eval_result(eval_epoch, accuracy)
+                report.evaluated(eval_epoch, accuracy, config.target_accuracy)
+                reached = accuracy >= config.target_accuracy
+            if config.max_run_minutes and (time.monotonic() - run_start) / 60 > config.max_run_minutes:
+                reason = f"max_run_minutes={config.max_run_minutes:g} exceeded"
+                total_steps = step
+            if reached or step >= total_steps:
+                break
+        else:
+            log.epoch_stop(epoch)
+    minutes = (time.monotonic() - run_start) / 60
+    details = {"epoch_num": round(step / steps_per_epoch, 4)}
+    if not reached:
+        details["reason"] = reason
+    log.run_stop(reached, **details)   # ---- timed region ends: MLPerf run_stop ----
+    return RunOutcome(reached, accuracy, step / steps_per_epoch, minutes, model,
+                      ema.model if ema else model)
+
+
+# ---------------------------------------------------------------------------
+def parse_args(argv):
+    parser = argparse.ArgumentParser(prog="python -m submission.train", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", required=True, help="resolved configuration (JSON)")
+    parser.add_argument("--data", required=True, help="prepared data description (JSON)")
+    parser.add_argument("--run-index", type=int, default=0)
+    parser.add_argument("--runs", type=int, default=1, help="runs in the campaign (for labels)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--result", default="", help="final result file path (rank 0)")
+    parser.add_argument("--cache-cleared", type=int, default=0)
+    parser.add_argument("--follow", action="store_true", help="node > 0: take the run from rank 0")
+    parser.add_argument("--finish", action="store_true", help="tell followers the campaign is over")
+    parser.add_argument("--remaining", type=int, default=0, help="runs left after this one")
+    parser.add_argument("--state", default="", help="follower: where to record runs remaining")
+    parser.add_argument("--save-weights", default="", help="folder: each rank saves its final weights")
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _raise_interrupted)
+    config = Config.from_dict(json.loads(Path(args.config).read_text()))
+    ctx = dist_utils.setup(config.device_type)
+
+    spec = dist_utils.broadcast_object({
+        "run_index": args.run_index, "runs": args.runs, "seed": args.seed,
+        "finish": args.finish, "remaining": args.remaining, "config": config.to_dict(),
+        "cache_cleared": args.cache_cleared})
+    if args.follow:
+        config = Config.from_dict(spec["config"])
+        if args.state and ctx.local_rank == 0:
+            Path(args.state).write_text(json.dumps({"remaining": 0 if spec["finish"] else spec["remaining"]}))
+    if spec["finish"]:
+        dist_utils.cleanup()
+        return 0
+
+    partial = Path(args.result + ".partial") if ctx.is_main and args.result else None
+    log = RunLog(str(partial) if partial else None)
+    label = f"[run {spec['run_index'] + 1}/{spec['runs']} seed {spec['seed']}]"
+    try:
+        log.init_start(cache_cleared=bool(spec["cache_cleared"]))
+        log.submission(config)
+        data = PreparedData.load(Path(args.data))
+        outcome = train_run(config, data, ctx, spec["seed"], log, label)
+        if args.save_weights:
+            Path(args.save_weights).mkdir(parents=True, exist_ok=True)
+            torch.save({"model": outcome.model.state_dict(), "eval_model": outcome.eval_model.state_dict()},
+                       Path(args.save_weights) / f"rank{ctx.rank}.pt")
+    except (Interrupted, KeyboardInterrupt) as exc:
+        log.run_stop(False, reason=f"interrupted ({exc or 'SIGINT'})")
+        log.close()
+        print(f"{label} interrupted; partial log kept at {partial}", file=sys.stderr, flush=True)
+        return 130
+    except Exception as exc:
+        log.run_stop(False, reason=f"crashed: {type(exc).__name__}: {exc}")
+        log.close()
+        raise
+    log.close()
+    if partial:
+        partial.rename(args.result)
+        verdict = "reached the target" if outcome.success else "ABORTED: target not reached"
+        print(f"{label} {verdict}: top-1 {outcome.accuracy:.4f} after {outcome.epochs:.2f} "
+              f"epochs, {outcome.minutes:.2f} min -> {args.result}", flush=True)
+    dist_utils.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

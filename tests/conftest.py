@@ -1,0 +1,42 @@
+"""Shared fixtures: small real data (Fashion-MNIST subsets) and the settings that keep
+integration runs short on a 2-core machine."""
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory) -> Path:
+    """One .beton cache for the whole session: each subset is converted once."""
+    return tmp_path_factory.mktemp("beton-cache")
+
+
+def quick_settings(results: Path, cache: Path, **extra) -> list[str]:
+    """A real Mild run, scaled to seconds: Fashion-MNIST subset, small batch, short budget."""
+    settings = {
+        "system": "cpu", "results_dir": results, "cache_dir": cache,
+        "train_limit": 1280, "eval_limit": 400, "batch_per_device": 64,
+        "epochs": 0.5, "warmup_epochs": 0.1, "eval_every_epochs": 0.25,
+        "ema_half_life_batches": 4, "ema_update_every_batches": 2,
+        "workers_per_device": 1, "progress_every_steps": 5, "package": "false",
+    }
+    settings.update(extra)
+    return [f"{key}={value}" for key, value in settings.items()]
+
+
+def run_submission(*args: str, timeout: float = 600, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "submission", *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=timeout, **kwargs)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The test command: set up this machine if needed, then run the whole test suite.
+# Extra arguments go to pytest (e.g. ./tests/run.sh -k config -x).
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+"$ROOT/scripts/bootstrap.sh"
+cd "$ROOT"
+echo "[tests] running pytest" >&2
+exec "${VENV:-$ROOT/.venv}/bin/python" -m pytest "$@"

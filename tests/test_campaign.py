@@ -1,0 +1,102 @@
+"""End to end: real campaigns (FFCV, torchrun, mllog, the official checkers) on
+Fashion-MNIST subsets, scaled to seconds per run."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, quick_settings, run_submission
+
+pytestmark = pytest.mark.timeout(900)
+
+
+def wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_killed_campaign_resumes_and_packages(tmp_path, cache_dir):
+    """SIGKILL during run 3, re-run: runs 1-2 untouched, the partial log kept aside,
+    five complete runs, a package the official checker accepts, and our olympic score
+    equal to the official result summarizer's."""
+    results = tmp_path / "results"
+    # a gate the scaled-down run passes at its first evaluation: this test is about
+    # campaign mechanics, test_training.py is about learning
+    args = ["run", *quick_settings(results, cache_dir, target_accuracy=0.05, package="true",
+                                   org="TestOrg", seeds="11,12,13,14,15")]
+    resnet = results / "local_cpu" / "resnet"
+    first = subprocess.Popen([sys.executable, "-m", "submission", *args], cwd=REPO,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             start_new_session=True)
+    try:
+        wait_for(lambda: (resnet / "result_2.txt.partial").is_file()
+                 and "run_start" in (resnet / "result_2.txt.partial").read_text(), 400,
+                 "run 3 to start")
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)     # the campaign and its torchrun workers
+        first.wait()
+    kept = {i: (resnet / f"result_{i}.txt").read_bytes() for i in (0, 1)}
+    assert not (resnet / "result_2.txt").exists()
+
+    second = run_submission(*args)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "run 1/5 already complete" in second.stdout and "run 2/5 already complete" in second.stdout
+    for i, data in kept.items():
+        assert (resnet / f"result_{i}.txt").read_bytes() == data, f"run {i + 1} was rewritten"
+    assert sorted(p.name for p in resnet.iterdir()) == [f"result_{i}.txt" for i in range(5)]
+    attempts = list((results / "local_cpu" / "attempts").iterdir())
+    assert len(attempts) == 1 and attempts[0].name.startswith("result_2-")
+    assert "run_start" in attempts[0].read_text()
+
+    seeds = set()
+    for i in range(5):
+        text = (resnet / f"result_{i}.txt").read_text()
+        seeds |= {json.loads(line.split(":::MLLOG ", 1)[1])["value"]
+                  for line in text.splitlines() if '"key": "seed"' in line}
+        assert '"status": "success"' in text
+    assert seeds == {11, 12, 13, 14, 15}
+
+    # the package: official package checker and result summarizer
+    package = results / "package" / "TestOrg"
+    assert (package / "systems" / "local_cpu.json").is_file()
+    checker = subprocess.run([sys.executable, "-m", "mlperf_logging.package_checker", str(package),
+                              "training", "2.0.0", "--log_output", str(tmp_path / "pc.log")],
+                             capture_output=True, text=True, cwd=tmp_path)
+    assert "PACKAGE CHECKER FOUND NO ERRORS" in checker.stdout + checker.stderr
+    subprocess.run([sys.executable, "-m", "mlperf_logging.result_summarizer", str(package),
+                    "training", "2.0.0"], capture_output=True, text=True, cwd=tmp_path, check=True)
+    official = json.loads((tmp_path / "summary.json").read_text())[0]["resnet"]
+    ours = json.loads((results / "local_cpu" / "summary.json").read_text())
+    assert ours["valid"] is True
+    assert ours["score_minutes"] == pytest.approx(official, abs=1e-3)
+
+    # resuming a complete campaign with other training settings is refused, nothing lost
+    changed = run_submission("run", *quick_settings(results, cache_dir, target_accuracy=0.06,
+                                                    seeds="11,12,13,14,15"))
+    assert changed.returncode == 1 and "target_accuracy: 0.05 -> 0.06" in changed.stderr
+    for i, data in kept.items():
+        assert (resnet / f"result_{i}.txt").read_bytes() == data
+
+
+def test_second_campaign_on_the_same_results_is_locked_out(tmp_path, cache_dir):
+    results = tmp_path / "results"
+    folder = results / "local_cpu"
+    folder.mkdir(parents=True)
+    import fcntl
+    with open(folder / ".lock", "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        handle.write("4242")
+        handle.flush()
+        blocked = run_submission("run", *quick_settings(results, cache_dir, runs=1, seeds="1"))
+    assert blocked.returncode == 1 and "another campaign is writing" in blocked.stderr

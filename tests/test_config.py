@@ -1,0 +1,95 @@
+"""Configuration: recipe + system descriptor + key=value overrides."""
+import pytest
+
+from submission import config
+from submission.config import ConfigError, parse_overrides, resolve
+
+
+def test_mild_recipe_carries_the_published_values():
+    mild = config.load_recipe("mild")
+    assert mild["lr"] == 2.048 and mild["lr_reference_batch"] == 2048
+    assert mild["momentum"] == 0.875 and mild["weight_decay"] == 5e-4
+    assert mild["label_smoothing"] == 0.08 and mild["loss"] == "bce"
+    assert mild["epochs"] * mild["scale_schedule_ratio"] == pytest.approx(28.8)
+    assert mild["warmup_epochs"] * mild["scale_schedule_ratio"] == pytest.approx(2.56)
+    assert (mild["train_resolution"], mild["eval_resolution"], mild["eval_resize"]) == (176, 224, 232)
+    assert mild["ema_half_life_batches"] == 100 and mild["ema_update_every_batches"] == 20
+    assert mild["target_accuracy"] == 0.759
+    assert mild["blurpool"] and mild["progressive_resize"]
+
+
+def test_baseline_drops_the_speed_up_methods():
+    base = config.load_recipe("baseline")
+    assert base["loss"] == "cross_entropy" and base["label_smoothing"] == 0.1
+    assert not base["blurpool"] and not base["progressive_resize"]
+    assert base["ema_half_life_batches"] == 0
+    assert base["train_resolution"] == 224 and base["eval_resize"] == 256
+    assert base["epochs"] * base["scale_schedule_ratio"] == 90
+    assert base["momentum"] == 0.875   # inherited from mild
+
+
+def test_p4d_keeps_the_recipe_and_derives_the_launch():
+    cfg = resolve("p4d")
+    assert cfg.recipe == "mild" and cfg.target_accuracy == 0.759
+    assert cfg.processes_per_node == 8 and cfg.device_type == "cuda"
+    assert cfg.global_batch_size == 2048
+    assert cfg.peak_lr == pytest.approx(2.048)
+
+
+def test_learning_rate_scales_linearly_with_the_global_batch():
+    cfg = resolve("p4d", {"batch_per_device": "128"})
+    assert cfg.global_batch_size == 1024
+    assert cfg.peak_lr == pytest.approx(1.024)
+
+
+def test_overrides_are_typed_and_the_command_line_wins():
+    cfg = resolve(None, parse_overrides(["system=cpu", "runs=3", "lr=1.5", "package=false",
+                                         "seeds=4,5,6"]))
+    assert cfg.system_id == "cpu" and cfg.runs == 3 and cfg.lr == 1.5 and cfg.package is False
+    assert cfg.seed_list == [4, 5, 6]
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"lrr": "1"}, "unknown setting 'lrr'"),
+    ({"lr": "fast"}, "lr takes a number"),
+    ({"runs": "2.5"}, "runs takes a whole number"),
+    ({"package": "maybe"}, "package takes true or false"),
+    ({"seeds": "1,2"}, "seeds lists 2 seeds for runs=5"),
+    ({"runs": "2", "seeds": "7,7"}, "seeds must be distinct"),
+    ({"warmup_epochs": "50", "epochs": "10", "scale_schedule_ratio": "1"}, "warmup"),
+    ({"recipe": "spicy"}, "unknown recipe 'spicy'"),
+    ({"system": "p5"}, "unknown system 'p5'"),
+    ({"loss": "hinge"}, "loss must be bce or cross_entropy"),
+])
+def test_bad_input_is_rejected_with_a_reason(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        resolve("cpu", overrides)
+
+
+def test_overrides_must_be_key_value():
+    with pytest.raises(ConfigError, match="key=value"):
+        parse_overrides(["p4d"])
+
+
+def test_config_round_trips_through_a_dict():
+    cfg = resolve("a2", {"runs": "2", "seeds": "1,2"})
+    again = config.Config.from_dict(cfg.to_dict())
+    assert again.settings == cfg.settings and again.description == cfg.description
+    assert again.peak_lr == cfg.peak_lr
+
+
+def test_dry_run_prints_config_and_torchrun_command_and_p4d_fails_here(tmp_path):
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-m", "submission", "run", "system=p4d",
+                          "data_dir=/nonexistent/imagenet", f"results_dir={tmp_path}", "--dry-run"],
+                         capture_output=True, text=True, cwd=config.REPO_ROOT)
+    assert '"global_batch_size": 2048' in out.stdout
+    assert "torch.distributed.run --nproc_per_node=8" in out.stdout
+    assert out.returncode == 2
+    assert "8 GPU processes per node" in out.stderr and "data_dir=/nonexistent/imagenet" in out.stderr
+    real = subprocess.run([sys.executable, "-m", "submission", "run", "system=p4d",
+                           f"results_dir={tmp_path}"], capture_output=True, text=True,
+                          cwd=config.REPO_ROOT)
+    assert real.returncode == 2 and "visible GPU" in real.stderr and "needs data_dir" in real.stderr
+    assert not any(tmp_path.iterdir()), "a refused campaign must not touch results/"

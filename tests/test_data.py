@@ -1,0 +1,488 @@
+"""submission/data: image folders and Fashion-MNIST -> cached .beton files -> FFCV loaders.
+
+Image data is generated in tmp_path (3 classes, 20-40 px JPEG/PNG, a colour and a stripe
+pattern per class, a grey level per image so that every sample can be told apart after a
+center crop). Fashion-MNIST comes from the Debian package dataset-fashion-mnist.
+FFCV compiles its pipelines with numba on first use and 1.0.2 can hang: the loader tests
+carry a timeout, and the prepared folders are shared through module-scoped fixtures.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from submission.config import ConfigError, resolve
+from submission.data import loaders, sources
+from submission.data.prepare import PreparedData, prepare
+
+CPU = torch.device("cpu")
+CLASSES = ("cat", "dog", "fox")
+COLOURS = ((220, 40, 30), (30, 190, 50), (40, 60, 230), (230, 200, 20))
+SIZES = ((32, 28), (20, 24), (40, 32), (28, 40), (36, 20), (24, 36))
+EXTENSIONS = (".JPEG", ".png", ".jpg")
+FASHION_DIR = Path("/usr/share/datasets/fashion-mnist")
+# numba's dispatcher finalizer raises KeyError when FFCV's re-jitted pipeline functions are
+# garbage-collected: noise from the libraries, not a failure of this code.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:Exception ignored in. <finalize object:pytest.PytestUnraisableExceptionWarning")
+needs_fashion = pytest.mark.skipif(not (FASHION_DIR / "train-images-idx3-ubyte.gz").is_file(),
+                                   reason="Debian package dataset-fashion-mnist not installed")
+
+
+# ---------------------------------------------------------------- data generation
+def picture(label: int, serial: int, size: tuple[int, int]) -> Image.Image:
+    """Class colour + class pattern, and a central block whose grey level is `serial`."""
+    w, h = size
+    pixels = np.empty((h, w, 3), np.uint8)
+    pixels[:] = COLOURS[label % len(COLOURS)]
+    if label % 3 == 0:
+        pixels[::4] = 255                      # horizontal stripes
+    elif label % 3 == 1:
+        pixels[:, ::4] = 0                     # vertical stripes
+    else:
+        pixels[(np.indices((h, w)).sum(0) // 4) % 2 == 1] = 128   # checkerboard
+    cy, cx = h // 2, w // 2
+    pixels[cy - 5:cy + 5, cx - 5:cx + 5] = (serial * 9) % 256
+    return Image.fromarray(pixels)
+
+
+def write_image(path: Path, label: int, serial: int, size=(32, 28)) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    image = picture(label, serial, size)
+    if path.suffix.lower() == ".png":
+        image.save(path, "PNG")
+    else:
+        image.save(path, "JPEG", quality=95)
+    return path
+
+
+def make_nested(root: Path, train_counts=(5, 5, 5), val_counts=(2, 2, 3),
+                classes=CLASSES) -> dict[str, list[int]]:
+    """root/train/<class>/ and root/val/<class>/; returns the labels of each split."""
+    labels: dict[str, list[int]] = {"train": [], "val": []}
+    serial = 0
+    for split, counts in (("train", train_counts), ("val", val_counts)):
+        for label, (name, count) in enumerate(zip(classes, counts)):
+            for i in range(count):
+                serial += 1
+                ext = EXTENSIONS[serial % len(EXTENSIONS)]
+                write_image(root / split / name / f"{split}_{name}_{i}{ext}", label, serial,
+                            SIZES[serial % len(SIZES)])
+                labels[split].append(label)
+    return labels
+
+
+def config(data_dir, cache_dir, **extra):
+    overrides = {"dataset": "imagenet", "data_dir": str(data_dir), "cache_dir": str(cache_dir),
+                 "write_mode": "raw", "write_max_resolution": "64"}
+    overrides.update({key: str(value) for key, value in extra.items()})
+    return resolve("cpu", overrides)
+
+
+def read_val(path: str, num_samples: int, rank=0, world_size=1, resolution=32, resize=36,
+             batch_size=4) -> tuple[list[int], list[str]]:
+    """Labels and image digests, in loader order, of one validation shard."""
+    loader = loaders.val_loader(path, resolution=resolution, resize=resize, batch_size=batch_size,
+                                workers=1, device=CPU, rank=rank, world_size=world_size,
+                                num_samples=num_samples)
+    labels, digests = [], []
+    for images, batch_labels in loader:
+        assert images.dtype == torch.uint8
+        assert tuple(images.shape[1:]) == (3, resolution, resolution)
+        batch_labels = batch_labels.reshape(-1)
+        assert len(batch_labels) == len(images)
+        labels += batch_labels.tolist()
+        digests += [hashlib.sha1(image.contiguous().numpy().tobytes()).hexdigest()
+                    for image in images]
+    return labels, digests
+
+
+def cache_contents(cache_dir: Path, data_dir: Path) -> list[str]:
+    folder = cache_dir / data_dir.resolve().name
+    return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+
+
+# ---------------------------------------------------------------- 1. nested folder, loaders
+@pytest.fixture(scope="module")
+def nested(tmp_path_factory):
+    root = tmp_path_factory.mktemp("nested") / "images"
+    labels = make_nested(root)
+    (root / "train" / "cat" / "notes.txt").write_text("not an image")
+    (root / "train" / "dog" / ".DS_Store").write_bytes(b"\0\1\2junk")
+    (root / "val" / "fox" / "README").write_text("not an image either")
+    cache = tmp_path_factory.mktemp("nested_cache")
+    data = prepare(config(root, cache))
+    return root, cache, labels, data
+
+
+def test_nested_folder_prepares_both_splits(nested):
+    root, cache, labels, data = nested
+    assert isinstance(data, PreparedData)
+    assert Path(data.train_path).is_file() and Path(data.val_path).is_file()
+    assert data.train_path != data.val_path
+    assert Path(data.train_path).name.startswith("train-") and data.train_path.endswith(".beton")
+    assert Path(data.val_path).name.startswith("val-") and data.val_path.endswith(".beton")
+    assert Path(data.train_path).parent == cache / root.name
+    assert (data.num_classes, data.train_samples, data.eval_samples) == (3, 15, 7)
+    assert data.skipped_images == 0
+    assert not [n for n in cache_contents(cache, root) if ".tmp" in n]
+
+
+def test_non_image_files_are_ignored_not_counted(nested):
+    root, _, labels, data = nested
+    train, val = sources.scan_image_folder(root)
+    assert [p.name for p in train.ignored] == ["notes.txt"]        # hidden files are skipped
+    assert [p.name for p in val.ignored] == ["README"]
+    assert [label for _, label in train.samples] == labels["train"]
+    assert data.train_samples == len(labels["train"])
+
+
+@pytest.mark.timeout(120)
+def test_train_loader_iterates_an_epoch(nested):
+    _, _, labels, data = nested
+    loader = loaders.train_loader(data.train_path, resolution=32, batch_size=4, workers=1, seed=0,
+                                  device=CPU, distributed=False)
+    seen = []
+    for images, batch_labels in loader:
+        assert images.dtype == torch.uint8
+        assert tuple(images.shape) == (4, 3, 32, 32)
+        assert images.is_contiguous(memory_format=torch.channels_last)
+        batch_labels = batch_labels.reshape(-1)
+        assert len(batch_labels) == 4
+        assert all(0 <= int(label) < data.num_classes for label in batch_labels)
+        seen += batch_labels.tolist()
+    assert len(seen) == (len(labels["train"]) // 4) * 4            # drop_last
+    assert not Counter(seen) - Counter(labels["train"])             # a sample at most once
+
+    normalized = loaders.Normalizer(CPU)(images)
+    assert normalized.dtype == torch.float32
+    assert normalized.is_contiguous(memory_format=torch.channels_last)
+    expected = (images[:, 1].float() - loaders.IMAGENET_MEAN[1]) / loaders.IMAGENET_STD[1]
+    assert torch.allclose(normalized[:, 1], expected, atol=1e-5)
+
+
+@pytest.mark.timeout(120)
+def test_val_loader_yields_each_sample_once_and_shards_partition(nested):
+    _, _, labels, data = nested
+    n = data.eval_samples
+    full_labels, full_images = read_val(data.val_path, n)
+    assert full_labels == labels["val"]                              # sequential order
+    assert len(set(full_images)) == n                                # every image, once
+
+    shards = [read_val(data.val_path, n, rank=rank, world_size=2) for rank in (0, 1)]
+    (labels0, images0), (labels1, images1) = shards
+    assert (len(images0), len(images1)) == ((n + 1) // 2, n // 2)
+    assert not set(images0) & set(images1)
+    assert sorted(images0 + images1) == sorted(full_images)
+    assert Counter(labels0 + labels1) == Counter(labels["val"])
+    assert labels0 == labels["val"][0::2] and labels1 == labels["val"][1::2]
+
+
+# ---------------------------------------------------------------- 2. caching
+def test_cache_reuses_and_rekeys_per_split(tmp_path):
+    root = tmp_path / "cached"
+    make_nested(root, train_counts=(3, 3, 3), val_counts=(2, 2, 2))
+    cache = tmp_path / "cache"
+    first = prepare(config(root, cache))
+    stamps = {p: os.stat(p).st_mtime_ns for p in (first.train_path, first.val_path)}
+
+    again = prepare(config(root, cache))
+    assert (again.train_path, again.val_path) == (first.train_path, first.val_path)
+    assert {p: os.stat(p).st_mtime_ns for p in stamps} == stamps     # not rewritten
+
+    # touching an image (same bytes, newer mtime) -> new train file, same val file
+    image = next((root / "train" / "dog").iterdir())
+    st = image.stat()
+    os.utime(image, ns=(st.st_atime_ns, st.st_mtime_ns + 2_000_000_000))
+    touched = prepare(config(root, cache))
+    assert touched.train_path != first.train_path
+    assert touched.val_path == first.val_path
+    assert os.stat(first.val_path).st_mtime_ns == stamps[first.val_path]
+
+    # new content in one image -> another train file
+    write_image(image, 1, 99, size=(40, 40))
+    replaced = prepare(config(root, cache))
+    assert replaced.train_path not in (first.train_path, touched.train_path)
+    assert replaced.val_path == first.val_path
+    assert replaced.train_samples == 9
+
+    # another eval subset -> only the val file changes
+    stamp = os.stat(replaced.train_path).st_mtime_ns
+    subset = prepare(config(root, cache, eval_limit=4))
+    assert subset.train_path == replaced.train_path
+    assert os.stat(subset.train_path).st_mtime_ns == stamp
+    assert subset.val_path != replaced.val_path
+    assert (subset.train_samples, subset.eval_samples) == (9, 4)
+    assert not [n for n in cache_contents(cache, root) if ".tmp" in n]
+
+
+# ---------------------------------------------------------------- 3. flat val + label file
+def make_flat(root: Path, classes: list[str], val_labels: list[int]) -> list[Path]:
+    make_nested(root, train_counts=(2, 2, 2), val_counts=(), classes=classes)
+    (root / "val").mkdir()
+    return [write_image(root / "val" / f"ILSVRC2012_val_{i:08d}.JPEG", label, 50 + i,
+                        SIZES[i % len(SIZES)])
+            for i, label in enumerate(val_labels, start=1)]
+
+
+FLAT_LABELS = [2, 0, 1, 1, 0, 2, 2]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("style", ["kaggle", "generic"])
+def test_flat_val_with_label_file(tmp_path, style):
+    root = tmp_path / f"flat_{style}"
+    classes = ["n01440764", "n01443537", "n01484850"]
+    files = make_flat(root, classes, FLAT_LABELS)
+    if style == "kaggle":
+        label_file = tmp_path / "LOC_val_solution.csv"
+        rows = [f"{f.stem},{classes[label]} 10 10 20 20 {classes[label]} 1 2 3 4"
+                for f, label in zip(files, FLAT_LABELS)]
+        label_file.write_text("ImageId,PredictionString\n" + "\n".join(reversed(rows)) + "\n")
+    else:   # generic, with a blank line, as editors leave them
+        label_file = tmp_path / "val_labels.csv"
+        label_file.write_text("filename,label\n" + "".join(
+            f"{f.name},{classes[label]}\n" for f, label in zip(files, FLAT_LABELS)) + "\n")
+
+    train, val = sources.scan_image_folder(root, str(label_file))
+    assert train.classes == classes
+    assert [(p.name, label) for p, label in val.samples] == \
+        [(f.name, label) for f, label in zip(files, FLAT_LABELS)]
+
+    data = prepare(config(root, tmp_path / "cache", val_labels=label_file))
+    assert (data.num_classes, data.train_samples, data.eval_samples) == (3, 6, len(FLAT_LABELS))
+    labels, _ = read_val(data.val_path, data.eval_samples)
+    assert labels == FLAT_LABELS
+
+
+# ---------------------------------------------------------------- 4. bad inputs
+def error_of(cfg) -> str:
+    with pytest.raises(ConfigError) as info:
+        prepare(cfg)
+    return str(info.value)
+
+
+def test_missing_data_dir(tmp_path):
+    missing = tmp_path / "no_such_folder"
+    message = error_of(config(missing, tmp_path / "cache"))
+    assert str(missing) in message and "not a directory" in message
+    assert "supported layouts" in message
+    assert "data_dir" in error_of(config("", tmp_path / "cache"))
+    assert not (tmp_path / "cache").exists() or not list((tmp_path / "cache").rglob("*.beton"))
+
+
+def test_data_dir_without_train_and_val_lists_the_layouts(tmp_path):
+    root = tmp_path / "loose"
+    write_image(root / "a.JPEG", 0, 1)
+    (root / "train").mkdir()
+    message = error_of(config(root, tmp_path / "cache"))
+    assert "train/ and val/" in message and str(root) in message
+    assert "supported layouts" in message
+    assert "nested" in message and "val_labels" in message
+
+
+def test_empty_class_folder_is_named(tmp_path):
+    root = tmp_path / "empty_class"
+    make_nested(root, train_counts=(2, 2, 2), val_counts=(1, 1, 1))
+    (root / "train" / "zebra").mkdir()
+    (root / "train" / "zebra" / "notes.txt").write_text("no images here")
+    message = error_of(config(root, tmp_path / "cache"))
+    assert str(root / "train" / "zebra") in message
+    assert "without a single image" in message
+
+
+def test_flat_val_without_val_labels(tmp_path):
+    root = tmp_path / "flat_unlabelled"
+    make_flat(root, list(CLASSES), [0, 1, 2])
+    message = error_of(config(root, tmp_path / "cache"))
+    assert str(root / "val") in message and "val_labels" in message
+
+
+def test_label_file_naming_an_unknown_class(tmp_path):
+    root = tmp_path / "flat_unknown"
+    files = make_flat(root, list(CLASSES), [0, 1, 2])
+    label_file = tmp_path / "labels.csv"
+    label_file.write_text("filename,label\n" + "".join(
+        f"{f.name},{name}\n" for f, name in zip(files, ["cat", "wolf", "fox"])))
+    message = error_of(config(root, tmp_path / "cache", val_labels=label_file))
+    assert "'wolf'" in message and str(label_file) in message
+    assert files[1].name in message
+
+
+def test_devkit_ground_truth_is_refused_with_the_way_out(tmp_path):
+    # its ids follow the devkit's meta.mat order, not the class folders: reading it
+    # without meta.mat would mislabel almost every image
+    root = tmp_path / "flat_devkit"
+    make_flat(root, list(CLASSES), [0, 1, 2])
+    label_file = tmp_path / "ILSVRC2012_validation_ground_truth.txt"
+    label_file.write_text("1\n2\n3\n")
+    message = error_of(config(root, tmp_path / "cache", val_labels=label_file))
+    assert str(label_file) in message and "image,label" in message and "meta.mat" in message
+
+
+def test_one_column_label_row_is_named(tmp_path):
+    root = tmp_path / "flat_one_column"
+    files = make_flat(root, list(CLASSES), [0, 1, 2])
+    label_file = tmp_path / "labels.csv"
+    label_file.write_text(f"filename,label\n{files[0].name},cat\n{files[1].name}\n")
+    message = error_of(config(root, tmp_path / "cache", val_labels=label_file))
+    assert "row 2" in message and files[1].name in message
+
+
+def test_missing_label_file_and_unlabelled_images(tmp_path):
+    root = tmp_path / "flat_partial"
+    files = make_flat(root, list(CLASSES), [0, 1, 2])
+    missing = tmp_path / "nope.csv"
+    assert str(missing) in error_of(config(root, tmp_path / "cache", val_labels=missing))
+    label_file = tmp_path / "partial.csv"
+    label_file.write_text(f"filename,label\n{files[0].name},cat\n")
+    message = error_of(config(root, tmp_path / "cache", val_labels=label_file))
+    assert "2 images" in message and files[1].name in message
+
+
+@pytest.fixture(scope="module")
+def corrupt(tmp_path_factory):
+    root = tmp_path_factory.mktemp("corrupt") / "images"
+    make_nested(root, train_counts=(3, 3, 3), val_counts=(1, 1, 1))
+    garbage = root / "train" / "dog" / "x.JPEG"
+    garbage.write_bytes(np.random.default_rng(0).integers(0, 256, 3000, dtype=np.uint8).tobytes())
+    truncated = root / "val" / "fox" / "cut.JPEG"
+    whole = write_image(tmp_path_factory.mktemp("whole") / "whole.JPEG", 2, 7, size=(40, 40))
+    blob = whole.read_bytes()
+    truncated.write_bytes(blob[:len(blob) // 2])
+    return root, [garbage, truncated]
+
+
+def test_corrupt_images_fail_listing_paths_and_leave_nothing(corrupt, tmp_path):
+    root, bad = corrupt
+    cache = tmp_path / "cache"
+    message = error_of(config(root, cache))
+    for path in bad:
+        assert str(path) in message
+    assert "2 unreadable" in message and "skip_bad_images" in message
+    left = cache_contents(cache, root)
+    assert not [n for n in left if ".beton" in n or ".tmp" in n]
+    assert "skipped_images.txt" not in left
+
+
+def test_skip_bad_images_leaves_them_out_and_lists_them(corrupt, tmp_path):
+    root, bad = corrupt
+    cache = tmp_path / "cache"
+    data = prepare(config(root, cache, skip_bad_images="true"))
+    assert (data.train_samples, data.eval_samples, data.skipped_images) == (9, 3, 2)
+    assert data.num_classes == 3
+    assert Path(data.train_path).is_file() and Path(data.val_path).is_file()
+    listing = (cache / root.name / "skipped_images.txt").read_text().splitlines()
+    assert sorted(line.split("\t")[0] for line in listing) == sorted(str(p) for p in bad)
+
+
+# ---------------------------------------------------------------- 5. odd but valid images
+def odd_images(folder: Path) -> dict[str, Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    grey = Image.new("L", (24, 30), 77)
+    grey.save(paths.setdefault("grey", folder / "grey.JPEG"), "JPEG", quality=95)
+    cmyk = Image.new("CMYK", (30, 24), (0, 255, 255, 0))            # pure red
+    cmyk.save(paths.setdefault("cmyk", folder / "cmyk.jpg"), "JPEG", quality=95)
+    rgba = np.zeros((20, 28, 4), np.uint8)
+    rgba[:, :14] = (10, 200, 30, 255)                                 # opaque green left
+    rgba[:, 14:] = (0, 0, 0, 0)                                       # transparent black right
+    Image.fromarray(rgba, "RGBA").save(paths.setdefault("rgba", folder / "alpha.png"))
+    palette = Image.new("P", (26, 22), 1)
+    palette.putpalette([0, 0, 0, 200, 100, 50] + [0] * (256 * 3 - 6))
+    palette.save(paths.setdefault("palette", folder / "palette.png"))
+    with_transparency = Image.new("P", (22, 26), 1)
+    with_transparency.putpalette([0, 0, 0, 40, 50, 60] + [0] * (256 * 3 - 6))
+    with_transparency.save(paths.setdefault("palette_alpha", folder / "palette_alpha.png"),
+                           transparency=1)
+    deep = Image.fromarray(np.full((18, 20), 20000, np.uint16), "I;16")    # 16-bit grey
+    deep.save(paths.setdefault("grey16", folder / "grey16.png"))
+    return paths
+
+
+def test_odd_images_decode_to_rgb(tmp_path):
+    paths = odd_images(tmp_path / "odd")
+    with Image.open(paths["grey"]) as im:
+        assert im.mode == "L"
+    with Image.open(paths["cmyk"]) as im:
+        assert im.mode == "CMYK"
+    with Image.open(paths["palette"]) as im:
+        assert im.mode == "P"
+    decoded = {name: sources.load_rgb(path) for name, path in paths.items()}
+    for name, image in decoded.items():
+        assert image.dtype == np.uint8 and image.ndim == 3 and image.shape[2] == 3, name
+    assert decoded["grey"].shape == (30, 24, 3)
+    assert np.abs(decoded["grey"].astype(int) - 77).max() <= 2
+    assert decoded["cmyk"].shape == (24, 30, 3)
+    assert np.abs(decoded["cmyk"].astype(int) - (255, 0, 0)).max() <= 8
+    assert decoded["rgba"].shape == (20, 28, 3)
+    assert (decoded["rgba"][:, :14] == (10, 200, 30)).all()
+    assert (decoded["rgba"][:, 14:] == 255).all()                    # transparent -> white
+    assert (decoded["palette"] == (200, 100, 50)).all()
+    assert (decoded["palette_alpha"] == 255).all()
+    assert np.abs(decoded["grey16"].astype(int) - round(20000 / 65535 * 255)).max() <= 1
+
+
+def test_odd_images_prepare(tmp_path):
+    root = tmp_path / "odd_set"
+    for split in ("train", "val"):
+        for name, path in odd_images(root / split / "misc").items():
+            path.rename(root / split / "misc" / f"{split}_{path.name}")
+        write_image(root / split / "plain" / "plain.JPEG", 0, 3)
+    data = prepare(config(root, tmp_path / "cache"))
+    assert (data.num_classes, data.train_samples, data.eval_samples) == (2, 7, 7)
+    assert data.skipped_images == 0
+    assert Path(data.train_path).is_file() and Path(data.val_path).is_file()
+
+
+# ---------------------------------------------------------------- 6. Fashion-MNIST
+@pytest.fixture(scope="module")
+def fashion():
+    return sources.load_fashion_mnist("")
+
+
+@needs_fashion
+def test_fashion_mnist_loads_from_the_package(fashion):
+    train, val = fashion
+    assert (len(train), len(val)) == (60000, 10000)
+    assert train.images.shape == (60000, 28, 28, 3) and val.images.shape == (10000, 28, 28, 3)
+    assert train.images.dtype == np.uint8
+    assert len(train.classes) == 10 and train.classes == val.classes
+    assert set(np.unique(train.labels)) == set(range(10)) == set(np.unique(val.labels))
+    assert (train.images[..., 0] == train.images[..., 2]).all()      # grey in three channels
+    image, label = train[123]
+    assert image.shape == (28, 28, 3) and 0 <= label < 10
+    assert train.fingerprint() != val.fingerprint()
+
+
+@needs_fashion
+@pytest.mark.timeout(120)
+def test_fashion_mnist_subset_keeps_every_class(fashion, tmp_path):
+    cfg = resolve("cpu", {"dataset": "fashion-mnist", "data_dir": "", "cache_dir": str(tmp_path / "cache"),
+                          "train_limit": "600", "eval_limit": "200", "write_mode": "raw",
+                          "write_max_resolution": "28"})
+    data = prepare(cfg)
+    assert (data.num_classes, data.train_samples, data.eval_samples) == (10, 600, 200)
+    assert Path(data.train_path).parent == tmp_path / "cache" / "fashion-mnist"
+    for path, source, limit in ((data.train_path, fashion[0], 600), (data.val_path, fashion[1], 200)):
+        labels, _ = read_val(path, limit, resolution=28, resize=28, batch_size=100)
+        spaced = np.linspace(0, len(source) - 1, limit).round().astype(int)
+        assert labels == source.labels[spaced].tolist()              # evenly spaced subset
+        assert set(labels) == set(range(10))
+
+
+def test_fashion_mnist_missing_files_are_named(tmp_path):
+    empty = tmp_path / "idx"
+    empty.mkdir()
+    cfg = resolve("cpu", {"dataset": "fashion-mnist", "data_dir": str(empty),
+                          "cache_dir": str(tmp_path / "cache")})
+    with pytest.raises(ConfigError) as info:
+        prepare(cfg)
+    assert str(empty / "train-images-idx3-ubyte") in str(info.value)

@@ -1,0 +1,150 @@
+"""Each method of the recipe, pinned against its definition."""
+import math
+
+import pytest
+import torch
+import torchvision
+import yaml
+
+from submission.methods import blurpool, ema, loss, progressive_resize, schedule, sgdw
+from submission.mlperf_log import mlperf_tensor_name
+from submission.model import build_model
+
+
+def mild_model(**overrides):
+    options = dict(blurpool=True, init_conv="kaiming_normal", init_bn_gamma="uniform",
+                   logit_bias_init="log_prior", zero_init_residual=False, channels_last=True)
+    options.update(overrides)
+    return build_model(1000, **options)
+
+
+def test_bce_loss_is_summed_over_classes_and_divided_by_batch():
+    logits = torch.tensor([[2.0, -1.0, 0.5], [0.0, 1.0, -2.0]])
+    labels = torch.tensor([0, 2])
+    s = 0.08
+    total = 0.0
+    for row, label in zip(logits.tolist(), labels.tolist()):
+        for k, z in enumerate(row):
+            y = (1 - s) * (k == label) + s / 3
+            p = 1 / (1 + math.exp(-z))
+            total += -(y * math.log(p) + (1 - y) * math.log(1 - p))
+    assert loss.bce_loss(logits, labels, s).item() == pytest.approx(total / 2, rel=1e-6)
+    # the default mean reduction would be num_classes times smaller
+    mean = torch.nn.functional.binary_cross_entropy_with_logits(
+        logits, loss.smoothed_one_hot(labels, 3, s))
+    assert loss.bce_loss(logits, labels, s).item() == pytest.approx(mean.item() * 3, rel=1e-6)
+
+
+def test_smoothed_targets_sum_to_one():
+    targets = loss.smoothed_one_hot(torch.tensor([1, 4]), 5, 0.08)
+    assert torch.allclose(targets.sum(1), torch.ones(2))
+    assert targets[0, 1].item() == pytest.approx(0.92 + 0.016)
+
+
+def test_initialisation_follows_the_published_config():
+    torch.manual_seed(0)
+    model = mild_model(blurpool=False)
+    assert torch.allclose(model.fc.bias, torch.full((1000,), -math.log(1000)))
+    gammas = torch.cat([m.weight for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d)])
+    assert 0 <= gammas.min() and gammas.max() <= 1 and 0.45 < gammas.mean() < 0.55
+    betas = torch.cat([m.bias for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d)])
+    assert torch.all(betas == 0)
+    conv = model.layer3[0].conv2
+    fan_in = conv.in_channels * 9
+    assert conv.weight.std().item() == pytest.approx(math.sqrt(2 / fan_in), rel=0.05)
+
+
+def test_blurpool_replaces_six_convs_and_the_max_pool():
+    model = torchvision.models.resnet50()
+    convs, pools = blurpool.apply_blurpool(model)
+    assert (convs, pools) == (6, 1)
+    blurred = {n for n, m in model.named_modules() if isinstance(m, blurpool.BlurConv2d)}
+    assert blurred == {f"layer{i}.0.{c}" for i in (2, 3, 4) for c in ("conv2", "downsample.0")}
+    assert isinstance(model.maxpool, blurpool.BlurMaxPool2d)
+    assert not isinstance(model.conv1, blurpool.BlurConv2d)   # RGB stem left alone
+    out = model(torch.randn(2, 3, 64, 64))
+    assert out.shape == (2, 1000)
+
+
+def test_blur_kernel_is_normalised_and_preserves_a_flat_image():
+    kernel = blurpool.blur_kernel(4)
+    assert kernel.shape == (4, 1, 3, 3) and torch.allclose(kernel.sum((1, 2, 3)), torch.ones(4))
+    flat = torch.ones(1, 4, 8, 8)
+    blurred = blurpool.blur(flat, kernel)
+    assert torch.allclose(blurred[..., 1:-1, 1:-1], flat[..., 1:-1, 1:-1])
+
+
+def test_ema_smoothing_per_update_and_cadence():
+    assert ema.smoothing_per_update(100, 20) == pytest.approx(0.5 ** 0.2)
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.BatchNorm1d(2))
+    average = ema.EMA(model, half_life_batches=100, update_every_batches=20)
+    start = average.model[0].weight.clone()
+    with torch.no_grad():
+        model[0].weight.add_(1.0)
+        model[1].running_mean.fill_(3.0)
+    assert not average.update(model, step=19)
+    assert torch.equal(average.model[0].weight, start)
+    assert average.update(model, step=20)
+    keep = 0.5 ** 0.2
+    assert torch.allclose(average.model[0].weight, keep * start + (1 - keep) * (start + 1))
+    assert torch.allclose(average.model[1].running_mean, torch.full((2,), (1 - keep) * 3.0))
+    assert not average.model[0].weight.requires_grad
+
+
+@pytest.mark.parametrize("progress, scale", [(0.0, 0.5), (0.4, 0.5), (0.6, 0.75), (0.8, 1.0), (1.0, 1.0)])
+def test_progressive_resize_scale(progress, scale):
+    assert progressive_resize.resize_scale(progress, 0.5, 0.4, 0.8) == pytest.approx(scale)
+
+
+def test_resized_batches_are_multiples_of_four_and_channels_last():
+    assert progressive_resize.scaled_side(176, 0.5, 4) == 88
+    assert progressive_resize.scaled_side(176, 0.6, 4) == 104   # 105.6 -> 104
+    assert progressive_resize.scaled_side(6, 0.5, 4) == 4        # never below one multiple
+    batch = torch.randn(2, 3, 176, 176).contiguous(memory_format=torch.channels_last)
+    out = progressive_resize.resize_batch(batch, 0.75, 4)
+    assert out.shape == (2, 3, 132, 132) and out.is_contiguous(memory_format=torch.channels_last)
+    assert progressive_resize.resize_batch(batch, 1.0, 4) is batch
+
+
+def test_lr_schedule_warmup_then_cosine():
+    peak, total, warmup = 2.048, 1000, 100
+    assert schedule.lr_at(0, total, warmup, peak) == 0.0
+    assert schedule.lr_at(50, total, warmup, peak) == pytest.approx(peak / 2)
+    assert schedule.lr_at(100, total, warmup, peak) == pytest.approx(peak)
+    assert schedule.lr_at(550, total, warmup, peak) == pytest.approx(peak / 2)
+    assert schedule.lr_at(1000, total, warmup, peak) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_sgdw_decay_follows_the_schedule_not_the_lr():
+    weight = torch.nn.Parameter(torch.ones(3))
+    opt = sgdw.DecoupledSGDW([weight], lr=2.0, momentum=0.875, weight_decay=5e-4)
+    weight.grad = torch.zeros(3)
+    opt.step()
+    assert torch.allclose(weight, torch.full((3,), 1 - 5e-4))          # lr_t / lr_0 = 1
+    opt.param_groups[0]["lr"] = 0.5                                       # a quarter of lr_0
+    opt.step()
+    assert torch.allclose(weight, torch.full((3,), (1 - 5e-4) * (1 - 5e-4 / 4)))
+    assert opt.param_groups[0]["weight_decay"] == 0.0                     # not coupled to the gradient
+
+
+def test_sgdw_momentum_update_matches_plain_sgd_without_decay():
+    torch.manual_seed(0)
+    a, b = torch.nn.Parameter(torch.randn(4)), None
+    b = torch.nn.Parameter(a.detach().clone())
+    opt_a = sgdw.DecoupledSGDW([a], lr=0.1, momentum=0.875, weight_decay=0.0)
+    opt_b = torch.optim.SGD([b], lr=0.1, momentum=0.875)
+    for _ in range(3):
+        grad = torch.randn(4)
+        a.grad, b.grad = grad.clone(), grad.clone()
+        opt_a.step()
+        opt_b.step()
+    assert torch.allclose(a, b)
+
+
+def test_logged_tensor_names_are_exactly_the_mlperf_reference_set():
+    from importlib.resources import files
+    rules = files("mlperf_logging") / "compliance_checker" / "training_2.0.0" / "closed_resnet.yaml"
+    end = next(item["END"]["CHECK"] for item in yaml.safe_load(rules.read_text()) if "END" in item)
+    expected = set(eval(end.split("==", 1)[1].strip().removeprefix("sorted(").removesuffix(")")))
+    names = {mlperf_tensor_name(n) for n, _ in mild_model().named_parameters()}
+    assert names == expected

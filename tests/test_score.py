@@ -1,0 +1,205 @@
+"""submission.score on hand-written MLPerf logs with known run_start / run_stop times."""
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from submission import score
+try:
+    from tests.mlperf_logs import TRAIN_SAMPLES, mlperf_log, write_runs
+except ImportError:   # tests/ on sys.path instead of the repository root
+    from mlperf_logs import TRAIN_SAMPLES, mlperf_log, write_runs
+
+
+def _system(tmp_path, minutes, statuses=None, **kwargs):
+    folder = tmp_path / "test_system"
+    write_runs(folder, minutes, statuses, **kwargs)
+    return folder
+
+
+def test_per_run_figures_are_exact(tmp_path):
+    minutes = [10.0, 12.5, 20.0, 7.25, 30.0]
+    folder = _system(tmp_path, minutes, seeds=[11, 22, 33, 44, 55])
+    summary = score.summarize(folder, price_usd_per_hour=6.0)
+
+    assert [r.file for r in summary.runs] == [f"result_{i}.txt" for i in range(5)]
+    assert [r.minutes for r in summary.runs] == minutes          # exactly, no rounding
+    assert [r.seed for r in summary.runs] == [11, 22, 33, 44, 55]
+    assert all(r.status == "success" for r in summary.runs)
+    assert all(r.epochs == 2 for r in summary.runs)
+    assert all(r.accuracy == 0.86 for r in summary.runs)        # the last eval_accuracy
+    for run, m in zip(summary.runs, minutes):
+        assert run.img_per_s == pytest.approx(TRAIN_SAMPLES * 2 / (m * 60))
+        assert run.cost_usd == pytest.approx(m / 60 * 6.0)
+    assert summary.cost_per_run_usd == pytest.approx(sum(minutes) / 5 / 60 * 6.0)
+    assert summary.price_usd_per_hour == 6.0
+
+
+def test_result_files_in_run_order(tmp_path):
+    folder = _system(tmp_path, [1.0] * 12)
+    (folder / "resnet" / "result_3.txt.partial").write_text("not a result\n")
+    names = [p.name for p in score.result_files(folder)]
+    assert names == [f"result_{i}.txt" for i in range(12)]
+
+
+def test_five_runs_olympic_mean(tmp_path):
+    minutes = [16.0, 11.0, 100.0, 12.0, 13.0]          # fastest 11 and slowest 100 dropped
+    summary = score.summarize(_system(tmp_path, minutes))
+    assert summary.score_minutes == pytest.approx((12 + 13 + 16) / 3)
+    assert summary.valid is True
+    assert summary.reasons == []
+    assert summary.dropped == 0
+
+
+def test_score_does_not_depend_on_run_order(tmp_path):
+    minutes = [10.0, 20.0, 30.0, 40.0, 50.0]
+    random.Random(0).shuffle(minutes)
+    assert score.summarize(_system(tmp_path, minutes)).score_minutes == pytest.approx(30.0)
+
+
+@pytest.mark.parametrize("minutes, expected, reason", [
+    ([10.0, 20.0, 30.0], 20.0, "only 3 runs: MLPerf ResNet needs exactly 5"),
+    ([10.0, 20.0, 30.0, 40.0], 25.0, "only 4 runs: MLPerf ResNet needs exactly 5"),
+    ([10.0, 20.0, 30.0, 40.0, 50.0, 60.0], 35.0, "6 runs: MLPerf ResNet needs exactly 5"),
+])
+def test_wrong_number_of_runs_is_scored_but_invalid(tmp_path, minutes, expected, reason):
+    summary = score.summarize(_system(tmp_path, minutes))
+    assert summary.score_minutes == pytest.approx(expected)
+    assert summary.valid is False
+    assert summary.reasons == [reason]
+
+
+def test_no_runs(tmp_path):
+    (tmp_path / "empty" / "resnet").mkdir(parents=True)
+    summary = score.summarize(tmp_path / "empty")
+    assert summary.runs == [] and summary.score_minutes is None and summary.valid is False
+    assert "no result files" in summary.reasons[0]
+
+
+@pytest.mark.parametrize("minutes, expected", [
+    ([20.0, 20.0, 20.0, 10.0, 30.0], 20.0),
+    ([10.0, 10.0, 20.0, 30.0, 30.0], 20.0),            # ties at both ends: one of each dropped
+    ([15.0, 15.0, 15.0, 15.0, 15.0], 15.0),
+    ([10.0, 10.0, 10.0, 40.0, 40.0], 20.0),
+])
+def test_ties(tmp_path, minutes, expected):
+    summary = score.summarize(_system(tmp_path, minutes))
+    assert summary.score_minutes == pytest.approx(expected)
+    assert summary.valid is True
+
+
+def test_one_aborted_run_is_dropped_as_the_slowest(tmp_path):
+    # The aborted run stopped early (5 min) but counts as non-converged: the summarizer
+    # drops only the fastest converged run and averages the 3 slowest.
+    minutes = [10.0, 20.0, 5.0, 30.0, 40.0]
+    statuses = ["success", "success", "aborted", "success", "success"]
+    summary = score.summarize(_system(tmp_path, minutes, statuses))
+    assert [r.status for r in summary.runs] == statuses
+    assert summary.runs[2].minutes == 5.0
+    assert summary.dropped == 1
+    assert summary.score_minutes == pytest.approx((20 + 30 + 40) / 3)
+    assert summary.valid is True
+
+
+def test_two_aborted_runs_are_invalid(tmp_path):
+    statuses = ["success", "aborted", "success", "aborted", "success"]
+    summary = score.summarize(_system(tmp_path, [10.0, 20.0, 30.0, 40.0, 50.0], statuses))
+    assert summary.dropped == 2
+    assert summary.score_minutes is None                 # the summarizer reports no score
+    assert summary.valid is False
+    assert summary.reasons == ["2 runs did not reach the target: at most 1 may be dropped"]
+
+
+def test_incomplete_run(tmp_path):
+    folder = _system(tmp_path, [10.0, 20.0, 30.0, 40.0])
+    (folder / "resnet" / "result_4.txt").write_text(mlperf_log(50.0, 9, with_run_stop=False))
+    summary = score.summarize(folder)
+    run = summary.runs[4]
+    assert run.status == "incomplete"
+    assert run.minutes is None and run.img_per_s is None
+    assert run.epochs == 2                               # the last epoch_num seen
+    assert summary.dropped == 1
+    assert summary.score_minutes == pytest.approx((20 + 30 + 40) / 3)
+    assert summary.valid is True
+
+
+def test_unreadable_line_drops_the_run(tmp_path):
+    folder = _system(tmp_path, [10.0, 20.0, 30.0, 40.0, 50.0])
+    with open(folder / "resnet" / "result_0.txt", "a") as f:
+        f.write(":::MLLOG {not json\n")
+    summary = score.summarize(folder)
+    assert summary.runs[0].unreadable_lines == 1
+    assert summary.dropped == 1
+    assert summary.score_minutes == pytest.approx((30 + 40 + 50) / 3)
+    assert summary.valid is False
+    assert any("result_0.txt has 1 line" in r for r in summary.reasons)
+
+
+def test_repeated_seed_is_invalid(tmp_path):
+    summary = score.summarize(_system(tmp_path, [1.0, 2.0, 3.0, 4.0, 5.0], seeds=[7, 7, 8, 9, 10]))
+    assert summary.valid is False
+    assert any("same seed" in r for r in summary.reasons)
+
+
+def test_price_from_campaign(tmp_path):
+    folder = _system(tmp_path, [30.0, 60.0, 60.0, 60.0, 90.0])
+    (folder / "campaign.json").write_text(json.dumps(
+        {"system": "cpu", "config": {"settings": {"price_usd_per_hour": 4.0}}}))
+    summary = score.summarize(folder)
+    assert summary.price_usd_per_hour == 4.0
+    assert [r.cost_usd for r in summary.runs] == pytest.approx([2.0, 4.0, 4.0, 4.0, 6.0])
+    assert summary.cost_per_run_usd == pytest.approx(4.0)
+    # an explicit price wins; no price anywhere: no cost
+    assert score.summarize(folder, 8.0).runs[0].cost_usd == pytest.approx(4.0)
+    (folder / "campaign.json").unlink()
+    assert score.summarize(folder).cost_per_run_usd is None
+
+
+def test_write_summary(tmp_path):
+    folder = _system(tmp_path, [10.0, 20.0, 30.0, 40.0, 50.0], seeds=[101, 102, 103, 104, 105])
+    md_path, json_path = score.write_summary(folder, score.summarize(folder, 3.0))
+    md = md_path.read_text()
+    assert md_path == folder / "summary.md" and json_path == folder / "summary.json"
+    assert "| run | seed | status | epochs | top-1 | minutes |" in md
+    assert "| result_2.txt | 103 | success | 2 | 86.00% | 30.000 |" in md
+    assert "**Score: 30.000 minutes**" in md
+    assert "Valid MLPerf ResNet score" in md
+    data = json.loads(json_path.read_text())
+    assert data["score_minutes"] == pytest.approx(30.0)
+    assert data["valid"] is True
+    assert [r["minutes"] for r in data["runs"]] == [10.0, 20.0, 30.0, 40.0, 50.0]
+    assert data["cost_per_run_usd"] == pytest.approx(1.5)
+
+
+def test_write_summary_states_why_invalid(tmp_path):
+    folder = _system(tmp_path, [10.0, 20.0, 30.0])
+    md_path, _ = score.write_summary(folder, score.summarize(folder))
+    md = md_path.read_text()
+    assert "**Not a valid MLPerf ResNet score:**" in md
+    assert "- only 3 runs: MLPerf ResNet needs exactly 5" in md
+
+
+def test_compare_systems(tmp_path):
+    write_runs(tmp_path / "alpha", [10.0, 20.0, 30.0, 40.0, 50.0])
+    (tmp_path / "alpha" / "campaign.json").write_text(json.dumps(
+        {"system": "a", "config": {"settings": {"price_usd_per_hour": 60.0}}}))
+    write_runs(tmp_path / "beta", [1.0, 2.0, 3.0])
+    (tmp_path / "package" / "Org" / "systems").mkdir(parents=True)    # not a system
+    (tmp_path / "gamma").mkdir()                                       # summary only
+    (tmp_path / "gamma" / "summary.json").write_text(json.dumps(
+        {"runs": [{}] * 5, "score_minutes": 7.5, "valid": True, "cost_per_run_usd": None,
+         "mean_img_per_s": 1234.0}))
+
+    table = score.compare_systems(tmp_path)
+    rows = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line]
+    assert rows[0].startswith("| system | runs | score (min) | valid |")
+    mean_img_s = sum(TRAIN_SAMPLES * 2 / (m * 60) for m in (10, 20, 30, 40, 50)) / 5
+    assert rows[1] == f"| alpha (a) | 5 | 30.000 | yes | $30.00 | {mean_img_s:,.0f} |"
+    assert rows[2].startswith("| beta | 3 | 2.000 | no | — |")
+    assert rows[3] == "| gamma | 5 | 7.500 | yes | — | 1,234 |"
+    assert len(rows) == 4
+
+    path = score.write_comparison(tmp_path)
+    assert path == tmp_path / "comparison.md" and path.read_text() == table

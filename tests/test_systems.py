@@ -1,0 +1,159 @@
+"""systems/*.json: every descriptor resolves, passes the official system description
+checker (2.0.0 as written, 4.0.0 through for_ruleset), and fill_from_host reads the
+empty host fields from this machine without touching set ones."""
+from __future__ import annotations
+
+import importlib.metadata
+import json
+from pathlib import Path
+
+import psutil
+import pytest
+from mlperf_logging.system_desc_checker.system_desc_checker import check_system_desc
+
+from submission import config
+from submission.system_description import STATUS_4X, fill_from_host, for_ruleset
+
+SYSTEMS = config.available_systems()
+HOST_FIELDS = ("host_processor_model_name", "host_processors_per_node", "host_processor_core_count",
+               "host_processor_vcpu_count", "host_memory_capacity", "host_storage_capacity",
+               "framework", "operating_system", "other_software_stack")
+
+
+def _official_check(description: dict, ruleset: str, tmp_path: Path, caplog) -> tuple[bool, str]:
+    path = tmp_path / f"{description['system_name'] or 'system'}_{ruleset}.json"
+    path.write_text(json.dumps(description))
+    caplog.clear()
+    with caplog.at_level("INFO"):
+        try:
+            valid, name, _, _ = check_system_desc(str(path), "training", ruleset)
+        except TypeError as exc:   # the checker joins some fields as strings
+            pytest.fail(f"the official checker crashed on {description['system_name']}: {exc} "
+                        "(MLPerf description fields must be strings, e.g. \"8\", not 8)")
+    assert name == description["system_name"]
+    return valid, caplog.text
+
+
+def test_the_target_systems_exist():
+    assert {"cpu", "p4d", "p3", "a2", "n1-v100", "bm-gpu4", "a100-80gb"} <= set(SYSTEMS)
+
+
+@pytest.mark.parametrize("system", SYSTEMS)
+def test_descriptor_resolves(system):
+    cfg = config.resolve(system, {})
+    assert "harness" not in cfg.description
+    assert set(config.MLPERF_REQUIRED_FIELDS) <= set(cfg.description)
+    assert cfg.description["division"] == "open"
+    assert cfg.description["status"] in STATUS_4X          # written in the 2.0.0 vocabulary
+    assert cfg.description["submitter"] == ""                # filled from `org` when packaging
+
+
+def test_cloud_systems_are_8_gpu_single_nodes_with_a_priced_source():
+    for system in set(SYSTEMS) - {"cpu"}:
+        cfg = config.resolve(system, {})
+        assert cfg.description["status"] == "cloud", system
+        assert (cfg.num_nodes, cfg.processes_per_node, cfg.device_type) == (1, 8, "cuda"), system
+        assert cfg.price_source, f"{system}: a price needs its source"
+        if cfg.price_usd_per_hour:
+            assert cfg.price_date, f"{system}: a price needs its date"
+        # the harness block holds only what differs from the defaults of config.py
+        harness = json.loads((config.SYSTEMS_DIR / f"{system}.json").read_text())["harness"]
+        same = [k for k, v in harness.items() if k in config.HARNESS_SETTINGS
+                and v == config.HARNESS_SETTINGS[k][0]]
+        assert not same, f"systems/{system}.json repeats defaults: {same}"
+    names = [config.resolve(s, {}).system_name for s in SYSTEMS]
+    assert len(names) == len(set(names)), "two descriptors share a system_name"
+
+
+@pytest.mark.parametrize("system", SYSTEMS)
+def test_passes_official_checker_2_0_0_as_written(system, tmp_path, caplog):
+    description = config.resolve(system, {}).description
+    valid, log = _official_check(description, "2.0.0", tmp_path, caplog)
+    assert valid, log
+
+
+@pytest.mark.parametrize("system", SYSTEMS)
+def test_passes_official_checker_4_0_0_only_after_status_mapping(system, tmp_path, caplog):
+    description = config.resolve(system, {}).description
+    mapped = for_ruleset(description, "4.0.0")
+    assert mapped["status"] == STATUS_4X[description["status"]]
+    valid, log = _official_check(mapped, "4.0.0", tmp_path, caplog)
+    assert valid, log
+    # the same description in the 2.0.0 vocabulary is refused by 4.0.0: the mapping matters
+    unmapped = for_ruleset(description, "2.0.0")
+    assert unmapped["status"] == description["status"]
+    valid, log = _official_check(unmapped, "4.0.0", tmp_path, caplog)
+    assert not valid
+    assert "status" in log
+
+
+def test_for_ruleset_maps_status_and_drops_the_harness_block():
+    base = {"status": "cloud", "system_name": "x", "accelerators_per_node": 8, "number_of_nodes": 1.0,
+            "harness": {"runs": 3}}
+    assert for_ruleset(base, "2.0.0") == {"status": "cloud", "system_name": "x",
+                                          "accelerators_per_node": "8", "number_of_nodes": "1"}
+    expected = {"onprem": "Available on-premise", "cloud": "Available cloud", "preview": "Preview",
+                "research": "Research, Development, or Internal (RDI)"}
+    for short, long in expected.items():
+        assert for_ruleset({"status": short}, "4.0.0")["status"] == long
+        assert for_ruleset({"status": short}, "4.1.0")["status"] == long
+        assert for_ruleset({"status": short}, "2.1.0")["status"] == short
+        assert for_ruleset({"status": long}, "2.0.0")["status"] == short   # and back
+    assert base["harness"] == {"runs": 3} and base["status"] == "cloud"   # input untouched
+
+
+def test_for_ruleset_rejects_an_unknown_status():
+    with pytest.raises(ValueError) as excinfo:
+        for_ruleset({"status": "available"}, "4.0.0")
+    message = str(excinfo.value)
+    assert "available" in message
+    for allowed in ("onprem", "cloud", "preview", "research", "Available cloud"):
+        assert allowed in message
+
+
+def test_fill_from_host_fills_the_empty_fields_of_cpu_json():
+    description = config.resolve("cpu", {}).description
+    empty = [f for f in HOST_FIELDS if description[f] == ""]
+    assert empty, "cpu.json should leave host fields to be read from the machine"
+    filled = fill_from_host(description)
+    for field in empty:
+        assert filled[field] not in ("", None), f"{field} was not filled"
+    assert description[empty[0]] == ""   # a copy, the input is unchanged
+    assert filled["host_processor_vcpu_count"] == str(psutil.cpu_count())
+    assert filled["host_memory_capacity"] == f"{round(psutil.virtual_memory().total / 2**30)} GiB"
+    sockets = int(filled["host_processors_per_node"])
+    assert sockets >= 1
+    assert int(filled["host_processor_core_count"]) * sockets <= psutil.cpu_count(logical=False)
+    import torch
+    assert filled["framework"] == f"PyTorch {torch.__version__}"
+    assert f"mlperf-logging {importlib.metadata.version('mlperf-logging')}" in filled["other_software_stack"]
+    assert filled["operating_system"]
+    freq = psutil.cpu_freq()
+    assert bool(filled["host_processor_frequency"]) == bool(freq and freq.max)
+    if not torch.cuda.is_available():
+        assert filled["accelerator_model_name"] == "" and filled["accelerator_memory_capacity"] == ""
+    else:
+        assert filled["accelerator_model_name"] == torch.cuda.get_device_name(0)
+    # untouched: fields fill_from_host has no probe for
+    for field in ("hw_notes", "sw_notes", "status", "system_name", "cooling"):
+        assert filled[field] == description[field]
+
+
+def test_fill_from_host_never_overwrites_a_set_field():
+    description = {field: f"set by hand: {field}" for field in config.MLPERF_REQUIRED_FIELDS}
+    description["host_processors_per_node"] = "4"
+    filled = fill_from_host(description)
+    assert filled == description
+
+
+def test_fill_from_host_survives_failing_probes(monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("probe failed")
+    monkeypatch.setattr(psutil, "cpu_count", broken)
+    monkeypatch.setattr(psutil, "virtual_memory", broken)
+    filled = fill_from_host({"host_processor_vcpu_count": "", "host_memory_capacity": None,
+                             "host_processor_core_count": "", "host_storage_capacity": ""})
+    assert filled["host_processor_vcpu_count"] == ""
+    assert filled["host_memory_capacity"] is None
+    assert filled["host_processor_core_count"] == ""
+    assert filled["host_storage_capacity"].endswith("GiB")   # its probe still works

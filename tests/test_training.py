@@ -1,0 +1,107 @@
+"""The training loop for real: learning, DDP over gloo with torchrun, two "nodes"."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import REPO, free_port, quick_settings, run_submission
+from submission import config as config_module
+from submission.compliance import check_path
+from submission.config import parse_overrides, resolve
+from submission.data import loaders
+from submission.data.prepare import PreparedData, prepare
+from submission.model import model_from_config
+from submission.train import autocast_for, evaluate
+
+pytestmark = pytest.mark.timeout(900)
+
+
+def mllog_events(path: Path) -> list[dict]:
+    return [json.loads(line.split(":::MLLOG ", 1)[1])
+            for line in path.read_text().splitlines() if ":::MLLOG " in line]
+
+
+def test_ddp_ranks_agree_and_eval_counts_each_image_once(tmp_path, cache_dir):
+    """torchrun --nproc_per_node=2 (gloo): both ranks end with identical weights, and the
+    logged accuracy equals a single-process evaluation of the same (EMA) weights."""
+    cfg = resolve(None, parse_overrides(quick_settings(
+        tmp_path, cache_dir, procs_per_node=2, target_accuracy=0.99, eval_limit=401)))
+    assert cfg.world_size == 2 and cfg.global_batch_size == 128
+    data = prepare(cfg)
+    data.save(tmp_path / "data.json")
+    (tmp_path / "config.json").write_text(json.dumps(cfg.to_dict()))
+    result = tmp_path / "result_0.txt"
+    done = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+         "-m", "submission.train", "--config", str(tmp_path / "config.json"),
+         "--data", str(tmp_path / "data.json"), "--seed", "3", "--result", str(result),
+         "--save-weights", str(tmp_path / "weights")],
+        cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    rank0 = torch.load(tmp_path / "weights" / "rank0.pt")
+    rank1 = torch.load(tmp_path / "weights" / "rank1.pt")
+    for part in ("model", "eval_model"):
+        assert rank0[part].keys() == rank1[part].keys()
+        for name in rank0[part]:
+            assert torch.equal(rank0[part][name], rank1[part][name]), f"{part}.{name} differs"
+    # the evaluated weights are the EMA, not the trained ones
+    assert not torch.equal(rank0["model"]["fc.weight"], rank0["eval_model"]["fc.weight"])
+
+    events = mllog_events(result)
+    logged = [e["value"] for e in events if e["key"] == "eval_accuracy"][-1]
+    assert [e["value"] for e in events if e["key"] == "global_batch_size"] == [128]
+    model = model_from_config(cfg, data.num_classes)
+    model.load_state_dict(rank0["eval_model"])
+    device = torch.device("cpu")
+    loader = loaders.val_loader(data.val_path, cfg.eval_resolution, cfg.eval_resize, 64, 1, device,
+                                rank=0, world_size=1, num_samples=data.eval_samples)
+    single = evaluate(model, loader, loaders.Normalizer(device), autocast_for(cfg, device),
+                      data.eval_samples)
+    assert single == pytest.approx(logged, abs=1e-12)
+    stop = [e for e in events if e["key"] == "run_stop"][0]
+    assert stop["metadata"]["status"] == "aborted"        # 0.99 is out of reach: budget ends
+    assert all(v.passed for v in check_path(result, ("2.0.0",)))
+
+
+def test_two_nodes_on_loopback_write_one_result(tmp_path, cache_dir):
+    """nodes=2: two campaign commands (node_rank 0 and 1) rendezvous over loopback."""
+    port = free_port()
+    common = dict(nodes=2, master_addr="127.0.0.1", master_port=port, runs=1, seeds="21",
+                  target_accuracy=0.05)
+    node1 = subprocess.Popen(
+        [sys.executable, "-m", "submission", "run",
+         *quick_settings(tmp_path / "node1", cache_dir, node_rank=1, **common)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    node0 = run_submission("run", *quick_settings(tmp_path / "node0", cache_dir, node_rank=0, **common))
+    out1, _ = node1.communicate(timeout=600)
+    assert node0.returncode == 0, node0.stdout + node0.stderr
+    assert node1.returncode == 0, out1
+    result = tmp_path / "node0" / "local_cpu" / "resnet" / "result_0.txt"
+    events = mllog_events(result)
+    assert [e["value"] for e in events if e["key"] == "number_of_nodes"] == [2]
+    assert [e["value"] for e in events if e["key"] == "global_batch_size"] == [128]
+    assert not (tmp_path / "node1" / "local_cpu" / "resnet").exists()   # only rank 0 logs
+
+
+def test_mild_learns_fashion_mnist_and_an_unreached_target_is_aborted(tmp_path, cache_dir):
+    """A real scaled-down Mild run learns (well above the 10% of chance); a target out of
+    reach ends the run at its epoch budget with run_stop status aborted."""
+    results = tmp_path / "results"
+    done = run_submission("run", *quick_settings(results, cache_dir, runs=1, seeds="5",
+                                                 train_limit=2560, epochs=1.0, eval_every_epochs=0.5,
+                                                 target_accuracy=0.99))
+    assert done.returncode == 1, done.stdout + done.stderr     # the run did not reach its target
+    assert "ABORTED: target not reached" in done.stdout
+    events = mllog_events(results / "local_cpu" / "resnet" / "result_0.txt")
+    accuracies = [e["value"] for e in events if e["key"] == "eval_accuracy"]
+    assert accuracies[-1] >= 0.4, accuracies
+    stop = [e for e in events if e["key"] == "run_stop"][0]
+    assert stop["metadata"]["status"] == "aborted" and stop["metadata"]["epoch_num"] == 1.0
+    summary = json.loads((results / "local_cpu" / "summary.json").read_text())
+    assert summary["valid"] is False
