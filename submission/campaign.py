@@ -66,6 +66,10 @@ def check_launchable(config: Config) -> None:
                 f"system {config.system_id} runs {config.processes_per_node} GPU processes per node, "
                 f"but this machine has {visible} visible GPU(s). Run it on the machine the "
                 f"descriptor describes, or try the recipe here with device=cpu procs_per_node=1.")
+    cpus = os.cpu_count() or 1
+    if config.workers_per_device > cpus:
+        problems.append(f"workers_per_device={config.workers_per_device} exceeds this machine's "
+                        f"{cpus} CPUs (FFCV takes 1..{cpus}); pass workers_per_device={cpus}.")
     if config.dataset == "imagenet":
         if not config.data_dir:
             problems.append("dataset=imagenet needs data_dir=FOLDER holding train/ and val/ "

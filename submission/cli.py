@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
             print(describe_settings())
             return 0
         return globals()[f"cmd_{verb}"](argv)
-    except ConfigError as exc:
+    except (ConfigError, ValueError) as exc:   # bad input: the message says what to do
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:

@@ -54,6 +54,22 @@ def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:
     return tensor
 
 
+@torch.no_grad()
+def average_buffers(module: torch.nn.Module) -> None:
+    """Average floating-point buffers (BatchNorm running statistics) over ranks.
+
+    DDP broadcasts rank 0's buffers at each forward, then every rank updates them with
+    its own batch: after the last step (and in an EMA of them) the ranks disagree.
+    Averaging before evaluation makes every rank score the same model.
+    """
+    if not dist.is_initialized():
+        return
+    buffers = [b for b in module.buffers() if b.is_floating_point()]
+    for buffer in buffers:
+        dist.all_reduce(buffer, op=dist.ReduceOp.SUM)
+    torch._foreach_div_(buffers, float(dist.get_world_size()))
+
+
 def broadcast_object(obj, src: int = 0):
     if not dist.is_initialized():
         return obj

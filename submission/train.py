@@ -63,6 +63,18 @@ def _raise_interrupted(signum, frame):
     raise Interrupted(signal.Signals(signum).name)
 
 
+def die_with_parent() -> None:
+    """torchrun starts workers in their own session: if torchrun itself is killed (a
+    SIGKILLed campaign), have the kernel send this process SIGTERM, so the run ends as
+    interrupted instead of training on, orphaned, and renaming its log when done."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() == 1:          # the parent died before prctl took effect
+            raise Interrupted("parent gone")
+
+
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
@@ -203,8 +215,9 @@ def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed:
             if step % eval_every == 0 or step == total_steps:
                 eval_epoch = round(step / steps_per_epoch, 4)
                 log.eval_start(eval_epoch)
-                accuracy = evaluate(ema.model if ema else model, val_loader, normalize,
-                                    autocast, data.eval_samples)
+                eval_model = ema.model if ema else model
+                dist_utils.average_buffers(eval_model)
+                accuracy = evaluate(eval_model, val_loader, normalize, autocast, data.eval_samples)
                 log.eval_result(eval_epoch, accuracy)
                 report.evaluated(eval_epoch, accuracy, config.target_accuracy)
                 reached = accuracy >= config.target_accuracy
@@ -213,9 +226,9 @@ def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed:
                 total_steps = step
             if reached or step >= total_steps:
                 break
-        else:
-            log.epoch_stop(epoch)
+        log.epoch_stop(epoch)       # also for a partial last epoch: the checker needs one
     minutes = (time.monotonic() - run_start) / 60
+    dist_utils.average_buffers(model)       # one model, the same on every rank
     details = {"epoch_num": round(step / steps_per_epoch, 4)}
     if not reached:
         details["reason"] = reason
@@ -246,6 +259,7 @@ def parse_args(argv):
 def main(argv=None) -> int:
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, _raise_interrupted)
+    die_with_parent()
     config = Config.from_dict(json.loads(Path(args.config).read_text()))
     ctx = dist_utils.setup(config.device_type)
 

@@ -402,7 +402,7 @@ def odd_images(folder: Path) -> dict[str, Path]:
     with_transparency.putpalette([0, 0, 0, 40, 50, 60] + [0] * (256 * 3 - 6))
     with_transparency.save(paths.setdefault("palette_alpha", folder / "palette_alpha.png"),
                            transparency=1)
-    deep = Image.fromarray(np.full((18, 20), 20000, np.uint16), "I;16")    # 16-bit grey
+    deep = Image.fromarray(np.full((18, 20), 20000, np.uint16))    # 16-bit grey (mode I;16)
     deep.save(paths.setdefault("grey16", folder / "grey16.png"))
     return paths
 
