@@ -140,7 +140,7 @@ class Reporter:
 
 
 def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed: int,
-              log: RunLog, label: str) -> dict:
+              log: RunLog, label: str) -> RunOutcome:
     """Build, then train until the target or the epoch budget; return the outcome."""
     seed_everything(seed)
     if ctx.device.type == "cpu":

@@ -101,3 +101,25 @@ def test_second_campaign_on_the_same_results_is_locked_out(tmp_path, cache_dir):
         handle.flush()
         blocked = run_submission("run", *quick_settings(results, cache_dir, runs=1, seeds="1"))
     assert blocked.returncode == 1 and "another campaign is writing" in blocked.stderr
+
+
+def test_new_campaign_archives_instead_of_overwriting(tmp_path):
+    from submission import campaign
+    from submission.config import resolve
+    first = resolve("cpu", {"results_dir": str(tmp_path), "runs": "2", "seeds": "1,2"})
+    state = campaign.open_campaign(first)
+    assert state["seeds"] == [1, 2]
+    done = campaign.result_path(first, 0)
+    done.parent.mkdir(parents=True)
+    done.write_text("a finished run\n")
+    # same settings: resumed, seeds kept; other seeds without new_campaign: refused
+    assert campaign.open_campaign(first)["seeds"] == [1, 2]
+    with pytest.raises(campaign.CampaignError, match="new_campaign=true"):
+        campaign.open_campaign(resolve("cpu", {"results_dir": str(tmp_path), "runs": "2",
+                                               "seeds": "3,4"}))
+    fresh = resolve("cpu", {"results_dir": str(tmp_path), "runs": "2", "seeds": "3,4",
+                            "new_campaign": "true"})
+    assert campaign.open_campaign(fresh)["seeds"] == [3, 4]
+    archived = list((tmp_path / "archive").glob("local_cpu-*/resnet/result_0.txt"))
+    assert len(archived) == 1 and archived[0].read_text() == "a finished run\n"
+    assert not done.exists()

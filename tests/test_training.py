@@ -105,3 +105,57 @@ def test_mild_learns_fashion_mnist_and_an_unreached_target_is_aborted(tmp_path, 
     assert stop["metadata"]["status"] == "aborted" and stop["metadata"]["epoch_num"] == 1.0
     summary = json.loads((results / "local_cpu" / "summary.json").read_text())
     assert summary["valid"] is False
+
+
+def test_baseline_recipe_runs_end_to_end(tmp_path, cache_dir):
+    """recipe=baseline (CE loss, no EMA, BlurPool or progressive resizing) is a real path."""
+    results = tmp_path / "results"
+    # quick_settings scales Mild's EMA down; the baseline has none
+    done = run_submission("run", *quick_settings(results, cache_dir, recipe="baseline", runs=1,
+                                                 seeds="8", target_accuracy=0.05,
+                                                 ema_half_life_batches=0,
+                                                 train_resolution=32, eval_resolution=32,
+                                                 eval_resize=36, epochs=0.25, warmup_epochs=0.05))
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = results / "local_cpu" / "resnet" / "result_0.txt"
+    assert all(v.passed for v in check_path(result, ("2.0.0",)))
+    config = json.loads((results / "local_cpu" / "campaign.json").read_text())["config"]["settings"]
+    assert config["recipe"] == "baseline" and config["loss"] == "cross_entropy"
+    assert not config["blurpool"] and config["ema_half_life_batches"] == 0
+
+
+def test_a_dead_rank_fails_the_run_without_hanging(tmp_path, cache_dir):
+    """SIGKILL one of two ranks mid-run: the campaign stops with a clear message, the
+    partial log ends with run_stop aborted or stays incomplete, never a result file."""
+    import os
+    import signal
+    import time
+    results = tmp_path / "results"
+    campaign = subprocess.Popen(
+        [sys.executable, "-m", "submission", "run",
+         *quick_settings(results, cache_dir, procs_per_node=2, runs=1, seeds="9",
+                         target_accuracy=0.99, epochs=3.0)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    partial = results / "local_cpu" / "resnet" / "result_0.txt.partial"
+    deadline = time.monotonic() + 300
+    while not (partial.is_file() and "run_start" in partial.read_text()):
+        assert time.monotonic() < deadline and campaign.poll() is None, "run never started"
+        time.sleep(0.5)
+    rank1 = [pid for pid in os.listdir("/proc") if pid.isdigit() and _is_rank(pid, "1")]
+    assert len(rank1) == 1
+    killed_at = time.monotonic()
+    os.kill(int(rank1[0]), signal.SIGKILL)
+    out, _ = campaign.communicate(timeout=180)
+    assert time.monotonic() - killed_at < 120, "the job hung after a rank died"
+    assert campaign.returncode == 1, out
+    assert "run 1 failed" in out and "re-run the same command" in out
+    assert not (results / "local_cpu" / "resnet" / "result_0.txt").exists()
+
+
+def _is_rank(pid: str, rank: str) -> bool:
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return b"submission.train" in cmdline and f"RANK={rank}".encode() in environ
