@@ -78,11 +78,6 @@ def broadcast_object(obj, src: int = 0):
     return holder[0]
 
 
-def barrier() -> None:
-    if dist.is_initialized():
-        dist.barrier()
-
-
 def cleanup() -> None:
     if dist.is_initialized():
         dist.destroy_process_group()
