@@ -21,13 +21,15 @@ from .data.prepare import prepare
 from .methods.loss import LOSSES
 from .methods.sgdw import DecoupledSGDW
 from .model import model_from_config
-from .train import autocast_for
+from .train import autocast_for, grad_scaler, optimizer_step
 
 
 def _timed(step, batches: int, warmup: int = 2) -> float:
     """Seconds per call of step() after warm-up calls (first calls compile or allocate)."""
     for _ in range(warmup):
         step()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()       # warm-up work must not leak into the timed calls
     start = time.perf_counter()
     for _ in range(batches):
         step()
@@ -45,15 +47,13 @@ def measure(config, steps: int) -> dict[str, float]:
     optimizer = DecoupledSGDW(model.parameters(), lr=config.peak_lr, momentum=config.momentum,
                               weight_decay=config.weight_decay)
     loss_fn, autocast = LOSSES[config.loss], autocast_for(config, device)
+    scaler = grad_scaler(config, device)
     normalize = loaders.Normalizer(device)
     batch, res = config.batch_per_device, config.train_resolution
 
     def train_step(images, labels):
-        with autocast():
-            loss = loss_fn(model(normalize(images)), labels.view(-1), config.label_smoothing)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+        optimizer_step(model, optimizer, scaler, autocast, loss_fn, normalize(images), labels,
+                       config.label_smoothing)
 
     synthetic = (torch.randint(0, 255, (batch, 3, res, res), dtype=torch.uint8, device=device)
                  .contiguous(memory_format=torch.channels_last),

@@ -88,6 +88,27 @@ def autocast_for(config: Config, device: torch.device):
     return lambda: torch.autocast(device.type, dtype=dtype)
 
 
+def optimizer_step(net, optimizer, scaler, autocast, loss_fn, images, labels,
+                   smoothing: float) -> torch.Tensor:
+    """Forward, backward and update on one batch (a GradScaler only for fp16 on CUDA)."""
+    with autocast():
+        loss = loss_fn(net(images), labels.view(-1), smoothing)
+    optimizer.zero_grad(set_to_none=True)
+    if scaler:
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        loss.backward()
+        optimizer.step()
+    return loss
+
+
+def grad_scaler(config: Config, device: torch.device):
+    fp16_on_cuda = config.precision == "amp" and config.amp_dtype == "fp16" and device.type == "cuda"
+    return torch.amp.GradScaler("cuda") if fp16_on_cuda else None
+
+
 @torch.no_grad()
 def evaluate(model, loader, normalize, autocast, expected_samples: int) -> float:
     was_training = model.training
@@ -156,8 +177,7 @@ def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed:
                               weight_decay=config.weight_decay)
     loss_fn = LOSSES[config.loss]
     autocast = autocast_for(config, ctx.device)
-    scaler = torch.amp.GradScaler("cuda") if (
-        config.precision == "amp" and config.amp_dtype == "fp16" and ctx.device.type == "cuda") else None
+    scaler = grad_scaler(config, ctx.device)
     normalize = loaders.Normalizer(ctx.device)
 
     train_loader = loaders.train_loader(
@@ -194,16 +214,8 @@ def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed:
                 scale = resize_scale(step / total_steps, config.resize_initial_scale,
                                      config.resize_start_fraction, config.resize_finish_fraction)
                 x = resize_batch(x, scale, config.resize_multiple)
-            with autocast():
-                loss = loss_fn(net(x), labels.view(-1), config.label_smoothing)
-            optimizer.zero_grad(set_to_none=True)
-            if scaler:
-                scaler.scale(loss).backward()
-                scaler.step(optimizer)
-                scaler.update()
-            else:
-                loss.backward()
-                optimizer.step()
+            loss = optimizer_step(net, optimizer, scaler, autocast, loss_fn, x, labels,
+                                  config.label_smoothing)
             step += 1
             if ema:
                 ema.update(model, step)
