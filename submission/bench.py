@@ -45,7 +45,7 @@ def measure(config, steps: int) -> dict[str, float]:
     data = prepare(config)
     model = model_from_config(config, data.num_classes).to(device)
     optimizer = DecoupledSGDW(model.parameters(), lr=config.peak_lr, momentum=config.momentum,
-                              weight_decay=config.weight_decay)
+                              weight_decay=config.effective_weight_decay)
     loss_fn, autocast = LOSSES[config.loss], autocast_for(config, device)
     scaler = grad_scaler(config, device)
     normalize = loaders.Normalizer(device)

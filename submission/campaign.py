@@ -19,6 +19,7 @@ import os
 import secrets
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -34,12 +35,38 @@ OPERATIONAL_SETTINGS = {
 }
 
 
+STOP_GRACE_S = 60     # after Ctrl-C, how long the workers get to log run_stop and exit
+
+
 class CampaignError(RuntimeError):
     """A campaign cannot go on; the message says what happened and what to do."""
 
 
 def _stamp() -> str:
     return datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+
+
+def write_json(path: Path, data) -> None:
+    """Write JSON atomically: a kill mid-write leaves the old file or the new one, never half."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "w") as f:
+            f.write(json.dumps(data, indent=1) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise CampaignError(
+            f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}). "
+            "It is the campaign's record (seeds, settings): restore it from a backup, or move "
+            "the folder aside to start a new campaign; result files are never edited.") from None
 
 
 def results_root(config: Config) -> Path:
@@ -92,8 +119,11 @@ def torchrun_command(config: Config, train_args: list[str]) -> list[str]:
 
 
 def clear_cache(config: Config) -> bool:
+    """Run cache_clear_cmd (from the system descriptor or the command line only), saying so."""
     if not config.cache_clear_cmd:
         return False
+    print(f"[campaign] clearing the page cache: `{config.cache_clear_cmd}` (cache_clear_cmd, "
+          f"from {config.origin('cache_clear_cmd')})", flush=True)
     done = subprocess.run(config.cache_clear_cmd, shell=True, capture_output=True, text=True)
     if done.returncode:
         raise CampaignError(
@@ -116,8 +146,10 @@ class Lock:
             fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             self.handle.seek(0)
+            holder = self.handle.read().strip() or "?"
+            self.handle.close()
             raise CampaignError(f"another campaign is writing {self.path.parent} "
-                                f"(pid {self.handle.read().strip() or '?'}); wait for it to end") from None
+                                f"(pid {holder}); wait for it to end") from None
         self.handle.seek(0)
         self.handle.truncate()
         self.handle.write(str(os.getpid()))
@@ -133,38 +165,55 @@ def _training_settings(settings: dict) -> dict:
     return {k: v for k, v in settings.items() if k not in OPERATIONAL_SETTINGS}
 
 
-def open_campaign(config: Config) -> dict:
-    """Load or create campaign.json; refuse a resume with different training settings."""
+def _archive(config: Config, why: str) -> None:
+    folder = system_dir(config)
+    archive = results_root(config) / "archive" / f"{config.system_name}-{_stamp()}"
+    archive.mkdir(parents=True)
+    for entry in list(folder.iterdir()):
+        if entry.name != ".lock":
+            shutil.move(str(entry), archive / entry.name)
+    print(f"[campaign] new campaign ({why}): previous results moved to {archive}", flush=True)
+
+
+def load_campaign(config: Config) -> dict | None:
+    """The campaign recorded in results/<system>/campaign.json to resume, or None.
+
+    A campaign with other training settings is refused, unless new_campaign=true, which
+    archives it. new_campaign=true on an unfinished campaign with the same settings (the
+    same command run again after an interruption) resumes it instead of archiving runs.
+    """
     folder = system_dir(config)
     state_file = folder / "campaign.json"
-    if state_file.is_file() and config.new_campaign:
-        archive = results_root(config) / "archive" / f"{config.system_name}-{_stamp()}"
-        archive.parent.mkdir(parents=True, exist_ok=True)
-        for entry in list(folder.iterdir()):
-            if entry.name != ".lock":
-                archive.mkdir(exist_ok=True)
-                shutil.move(str(entry), archive / entry.name)
-        print(f"[campaign] new campaign: previous results moved to {archive}", flush=True)
-    if state_file.is_file():
-        state = json.loads(state_file.read_text())
-        before, now = _training_settings(state["config"]["settings"]), _training_settings(config.settings)
-        changed = sorted(k for k in before.keys() | now.keys() if before.get(k) != now.get(k))
-        if changed:
-            details = ", ".join(f"{k}: {before.get(k)!r} -> {now.get(k)!r}" for k in changed)
-            raise CampaignError(
-                f"{folder} holds a campaign run with other settings ({details}). Its complete runs "
-                "are kept; to start a new campaign with these settings pass new_campaign=true "
-                "(the old one is archived under results/archive/), or change results_dir.")
-        if len(state["seeds"]) != config.runs or (config.seed_list and config.seed_list != state["seeds"]):
-            raise CampaignError(f"{folder} was started with runs={len(state['seeds'])} and seeds "
-                                f"{state['seeds']}; pass new_campaign=true to change them")
-        return state
-    seeds = config.seed_list or _draw_seeds(config.runs)
-    state = {"system": config.system_id, "system_name": config.system_name, "seeds": seeds,
-             "config": config.to_dict(), "created": datetime.datetime.now().isoformat(timespec="seconds")}
-    folder.mkdir(parents=True, exist_ok=True)
-    state_file.write_text(json.dumps(state, indent=1))
+    if not state_file.is_file():
+        return None
+    state = read_json(state_file)
+    before, now = _training_settings(state["config"]["settings"]), _training_settings(config.settings)
+    changed = sorted(k for k in before.keys() | now.keys() if before.get(k) != now.get(k))
+    seeds_differ = len(state["seeds"]) != config.runs or bool(
+        config.seed_list and config.seed_list != state["seeds"])
+    finished = all(result_path(config, i).is_file() for i in range(len(state["seeds"])))
+    if config.new_campaign:
+        if changed or seeds_differ or finished:
+            _archive(config, "new_campaign=true")
+            return None
+        print(f"[campaign] new_campaign=true, but {folder} holds an unfinished campaign with the "
+              "same settings: resuming it (move the folder away to discard it)", flush=True)
+    if changed:
+        details = ", ".join(f"{k}: {before.get(k)!r} -> {now.get(k)!r}" for k in changed)
+        raise CampaignError(
+            f"{folder} holds a campaign run with other settings ({details}). Its complete runs "
+            "are kept; to start a new campaign with these settings pass new_campaign=true "
+            "(the old one is archived under results/archive/), or change results_dir.")
+    if seeds_differ:
+        raise CampaignError(f"{folder} was started with runs={len(state['seeds'])} and seeds "
+                            f"{state['seeds']}; pass new_campaign=true to change them")
     return state
+
+
+def new_campaign_state(config: Config) -> dict:
+    return {"system": config.system_id, "system_name": config.system_name,
+            "seeds": config.seed_list or _draw_seeds(config.runs), "config": config.to_dict(),
+            "created": datetime.datetime.now().isoformat(timespec="seconds")}
 
 
 def _draw_seeds(count: int) -> list[int]:
@@ -180,7 +229,7 @@ def _write_system_description(config: Config) -> None:
     from .system_description import fill_from_host
     description = fill_from_host(dict(config.description))
     description["number_of_nodes"] = config.num_nodes
-    (system_dir(config) / "system.json").write_text(json.dumps(description, indent=2) + "\n")
+    write_json(system_dir(config) / "system.json", description)
 
 
 def _set_aside(partial: Path, index: int) -> None:
@@ -193,8 +242,30 @@ def _set_aside(partial: Path, index: int) -> None:
 
 
 def _launch(config: Config, train_args: list[str]) -> int:
-    command = torchrun_command(config, train_args)
-    return subprocess.call(command, cwd=REPO_ROOT)
+    """One torchrun job. Ctrl-C (or SIGTERM) stops it cleanly: torchrun gets SIGTERM and
+    passes it to the workers, which log run_stop aborted with the reason; then the
+    campaign stops with a message saying how to resume."""
+    job = subprocess.Popen(torchrun_command(config, train_args), cwd=REPO_ROOT)
+    try:
+        return job.wait()
+    except KeyboardInterrupt:
+        job.send_signal(signal.SIGTERM)
+        try:
+            job.wait(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            job.kill()
+            job.wait()
+        raise CampaignError("interrupted: the run in progress was stopped and its partial log "
+                            "kept; re-run the same command to resume (complete runs are kept, "
+                            "the interrupted one is redone)") from None
+
+
+def _enough_images(config: Config, data) -> None:
+    if data.train_samples < config.global_batch_size:
+        raise ConfigError(
+            f"{data.train_samples} training images are fewer than one global batch "
+            f"({config.global_batch_size} = {config.batch_per_device} per process x "
+            f"{config.world_size} processes): lower batch_per_device or add images")
 
 
 def run_campaign(config: Config) -> int:
@@ -204,44 +275,55 @@ def run_campaign(config: Config) -> int:
     from .data.prepare import prepare
 
     folder = system_dir(config)
-    with Lock(folder):
-        state = open_campaign(config)
-        _write_system_description(config)
-        config_file = folder / "config.json"
-        config_file.write_text(json.dumps(config.to_dict(), indent=1))
-        data_file = folder / "data.json"
-        prepare(config).save(data_file)
-        (folder / "resnet").mkdir(exist_ok=True)
-        seeds = state["seeds"]
-        todo = [i for i in range(len(seeds)) if not result_path(config, i).is_file()]
-        for i in range(len(seeds)):
-            if i not in todo:
-                print(f"[campaign] run {i + 1}/{len(seeds)} already complete: {result_path(config, i)}")
-        durations: list[float] = []
-        for position, index in enumerate(todo):
-            final = result_path(config, index)
-            partial = final.with_name(final.name + ".partial")
-            if partial.exists():
-                _set_aside(partial, index)
-            eta = ""
-            if durations:
-                eta = f"; campaign ETA {sum(durations) / len(durations) * (len(todo) - position):.1f} min"
-            print(f"[campaign] run {index + 1}/{len(seeds)}, seed {seeds[index]}{eta}", flush=True)
-            started = time.monotonic()
-            cleared = clear_cache(config)
-            rc = _launch(config, [
-                "--config", str(config_file), "--data", str(data_file), "--run-index", str(index),
-                "--runs", str(len(seeds)), "--seed", str(seeds[index]), "--result", str(final),
-                "--cache-cleared", str(int(cleared)), "--remaining", str(len(todo) - position - 1)])
-            if rc != 0 or not final.is_file():
-                kept = f"its partial log is {partial}" if partial.exists() else "no log was written"
-                raise CampaignError(
-                    f"run {index + 1} failed (torchrun exit code {rc}); {kept}. Fix the cause and "
-                    "re-run the same command: complete runs are kept, this one is redone.")
-            durations.append((time.monotonic() - started) / 60)
-        if not todo and config.num_nodes > 1:
-            _launch(config, ["--config", str(config_file), "--data", str(data_file), "--finish"])
-    return finish_campaign(config)
+    previous_sigterm = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        with Lock(folder):
+            state = load_campaign(config)
+            data = prepare(config)          # before anything is recorded: it may fail
+            _enough_images(config, data)
+            if state is None:
+                state = new_campaign_state(config)
+                write_json(folder / "campaign.json", state)
+            _write_system_description(config)
+            config_file, data_file = folder / "config.json", folder / "data.json"
+            write_json(config_file, config.to_dict())
+            write_json(data_file, data.to_dict())
+            _run_all(config, state["seeds"], config_file, data_file)
+            return finish_campaign(config)
+    finally:
+        signal.signal(signal.SIGTERM, previous_sigterm)
+
+
+def _run_all(config: Config, seeds: list[int], config_file: Path, data_file: Path) -> None:
+    (system_dir(config) / "resnet").mkdir(exist_ok=True)
+    todo = [i for i in range(len(seeds)) if not result_path(config, i).is_file()]
+    for i in range(len(seeds)):
+        if i not in todo:
+            print(f"[campaign] run {i + 1}/{len(seeds)} already complete: {result_path(config, i)}")
+    durations: list[float] = []
+    for position, index in enumerate(todo):
+        final = result_path(config, index)
+        partial = final.with_name(final.name + ".partial")
+        if partial.exists():
+            _set_aside(partial, index)
+        eta = ""
+        if durations:
+            eta = f"; campaign ETA {sum(durations) / len(durations) * (len(todo) - position):.1f} min"
+        print(f"[campaign] run {index + 1}/{len(seeds)}, seed {seeds[index]}{eta}", flush=True)
+        started = time.monotonic()
+        cleared = clear_cache(config)
+        rc = _launch(config, [
+            "--config", str(config_file), "--data", str(data_file), "--run-index", str(index),
+            "--runs", str(len(seeds)), "--seed", str(seeds[index]), "--result", str(final),
+            "--cache-cleared", str(int(cleared)), "--remaining", str(len(todo) - position - 1)])
+        if rc != 0 or not final.is_file():
+            kept = f"its partial log is {partial}" if partial.exists() else "no log was written"
+            raise CampaignError(
+                f"run {index + 1} failed (torchrun exit code {rc}); {kept}. Fix the cause and "
+                "re-run the same command: complete runs are kept, this one is redone.")
+        durations.append((time.monotonic() - started) / 60)
+    if not todo and config.num_nodes > 1:
+        _launch(config, ["--config", str(config_file), "--data", str(data_file), "--finish"])
 
 
 def follow_campaign(config: Config) -> int:
@@ -250,10 +332,11 @@ def follow_campaign(config: Config) -> int:
 
     folder = system_dir(config)
     folder.mkdir(parents=True, exist_ok=True)
-    data_file = folder / "data.follower.json"
-    prepare(config).save(data_file)
-    config_file, state_file = folder / "config.follower.json", folder / "follower-state.json"
-    config_file.write_text(json.dumps(config.to_dict(), indent=1))
+    node = f"node{config.node_rank}"       # followers sharing one results_dir keep apart
+    data_file = folder / f"data.{node}.json"
+    write_json(data_file, prepare(config).to_dict())
+    config_file, state_file = folder / f"config.{node}.json", folder / f"state.{node}.json"
+    write_json(config_file, config.to_dict())
     while True:
         state_file.unlink(missing_ok=True)
         cleared = clear_cache(config)

@@ -7,7 +7,7 @@
   package [--org ORG] [--results DIR] NAME ...     assemble <org>/ from systems' results
   check PATH                                       the official MLPerf checkers
   describe [system=NAME] [--ruleset R]             the MLPerf system description JSON
-  settings                                         every setting, its default and meaning
+  settings [recipe=NAME]                           every setting, its value and meaning
 """
 from __future__ import annotations
 
@@ -105,9 +105,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         if verb == "settings":
-            print(describe_settings())
+            print(describe_settings(parse_overrides(argv).get("recipe")))
             return 0
         return globals()[f"cmd_{verb}"](argv)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
     except (ConfigError, ValueError) as exc:   # bad input: the message says what to do
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import difflib
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -44,9 +45,9 @@ HARNESS_SETTINGS: dict[str, tuple[Any, str]] = {
     "cache_dir": ("cache", ".beton files, reused while source and write settings match"),
     "skip_bad_images": (False, "skip unreadable images (counted, listed) instead of failing"),
     "write_mode": ("proportion", "FFCV RGBImageField write_mode: raw, jpg, proportion, smart"),
-    "write_max_resolution": (512, "longest side stored in the .beton"),
-    "write_jpeg_quality": (90, "JPEG quality of stored images"),
-    "write_compress_probability": (0.5, "share of images stored as JPEG in proportion mode"),
+    "write_max_resolution": (500, "longest side stored in the .beton (Composer's create_ffcv_datasets.py: 500)"),
+    "write_jpeg_quality": (90, "JPEG quality of stored images (create_ffcv_datasets.py: 90)"),
+    "write_compress_probability": (0.5, "share of images stored as JPEG in proportion mode (0.5)"),
     "train_limit": (0, "use only the first N training images (0: all)"),
     "eval_limit": (0, "use only the first N validation images (0: all)"),
     # launch
@@ -58,7 +59,6 @@ HARNESS_SETTINGS: dict[str, tuple[Any, str]] = {
     "master_addr": ("127.0.0.1", "rendezvous host (node 0) for torchrun"),
     "master_port": (29500, "rendezvous port for torchrun"),
     "device": ("", "cuda or cpu; empty: cuda when the descriptor has accelerators"),
-    "amp_dtype": ("bf16", "autocast dtype when precision=amp: bf16 or fp16 (fp16 uses a scaler)"),
     "cpu_threads": (0, "torch threads per process on CPU; 0: cores / processes"),
     "cache_clear_cmd": ("sysctl -w vm.drop_caches=3", "run before each run; empty: skip (logged)"),
     "eval_batch_size": (0, "evaluation batch per process; 0: batch_per_device"),
@@ -68,6 +68,46 @@ HARNESS_SETTINGS: dict[str, tuple[Any, str]] = {
     "price_usd_per_hour": (0.0, "hourly price of the whole system (all nodes)"),
     "price_source": ("", "where the price comes from"),
     "price_date": ("", "when the price was read"),
+}
+
+# Settings a recipe file defines (values in submission/recipes/*.yaml): name -> (type, meaning).
+# Recipe files are checked against these types; the values live only in the recipe files.
+RECIPE_SETTINGS: dict[str, tuple[type, str]] = {
+    "blurpool": (bool, "anti-aliased stride-2 convs and stem max-pool"),
+    "init_conv": (str, "conv/linear weight init: kaiming_normal or torchvision's default"),
+    "init_bn_gamma": (str, "BatchNorm gamma init: uniform (U(0,1)) or ones"),
+    "logit_bias_init": (str, "final bias init: log_prior (-log classes) or zeros"),
+    "zero_init_residual": (bool, "zero the last BN gamma of each residual block"),
+    "channels_last": (bool, "NHWC model and batches"),
+    "loss": (str, "bce (sum over classes / batch) or cross_entropy"),
+    "label_smoothing": (float, "label smoothing of the targets"),
+    "ema_half_life_batches": (float, "EMA half-life in batches; 0: no EMA"),
+    "ema_update_every_batches": (int, "EMA update cadence in batches"),
+    "progressive_resize": (bool, "downscale training batches early in training"),
+    "resize_initial_scale": (float, "side scale until resize_start_fraction"),
+    "resize_start_fraction": (float, "share of training at the initial scale"),
+    "resize_finish_fraction": (float, "share of training at which full size is reached"),
+    "resize_multiple": (int, "the side is rounded to a multiple of this"),
+    "resize_granularity": (str, "epoch: the side changes at epoch boundaries; step: every step"),
+    "resize_mode": (str, "interpolation of the downscaling: nearest, bilinear or area"),
+    "train_resolution": (int, "RandomResizedCrop side of training images"),
+    "eval_resolution": (int, "center-crop side of evaluation images"),
+    "eval_resize": (int, "evaluation: resize to this, then center-crop eval_resolution"),
+    "crop_scale_min": (float, "RandomResizedCrop smallest area fraction"),
+    "optimizer": (str, "sgdw: SGD with decoupled weight decay"),
+    "lr": (float, "peak learning rate at lr_reference_batch; scaled linearly with the batch"),
+    "lr_reference_batch": (int, "global batch at which lr and weight_decay are given"),
+    "momentum": (float, "SGD momentum"),
+    "weight_decay": (float, "decoupled weight decay per step at lr_reference_batch; scaled "
+                            "linearly with the batch, so the decay per epoch stays the same"),
+    "epochs": (float, "training epochs before scale_schedule_ratio"),
+    "scale_schedule_ratio": (float, "multiplies epochs and warmup_epochs"),
+    "whole_epochs": (bool, "truncate epochs x scale_schedule_ratio to whole epochs (Composer v0.7)"),
+    "warmup_epochs": (float, "linear warmup before scale_schedule_ratio"),
+    "eval_every_epochs": (float, "evaluation cadence in epochs"),
+    "target_accuracy": (float, "top-1 fraction that ends a run successfully"),
+    "precision": (str, "amp (autocast) or fp32"),
+    "amp_dtype": (str, "autocast dtype when precision=amp: fp16 (with a GradScaler) or bf16"),
 }
 
 MLPERF_REQUIRED_FIELDS = (
@@ -87,10 +127,15 @@ MLPERF_REQUIRED_FIELDS = (
 class Config:
     """Resolved settings (attribute access) plus the system's MLPerf description."""
 
-    def __init__(self, system_id: str, settings: dict[str, Any], description: dict[str, Any]):
+    def __init__(self, system_id: str, settings: dict[str, Any], description: dict[str, Any],
+                 origins: dict[str, str] | None = None):
         self.system_id = system_id            # the short name the user typed: p4d, cpu
         self.settings = settings
         self.description = description      # MLPerf system description fields only
+        self.origins = origins or {}        # setting -> where its value came from
+
+    def origin(self, key: str) -> str:
+        return self.origins.get(key, "the harness defaults")
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -134,7 +179,13 @@ class Config:
 
     @property
     def train_epochs(self) -> float:
-        return self.epochs * self.scale_schedule_ratio
+        scaled = self.epochs * self.scale_schedule_ratio
+        return float(math.floor(scaled + 1e-9)) if self.whole_epochs else scaled
+
+    @property
+    def effective_weight_decay(self) -> float:
+        """Per-step decay at this global batch: the published decay per epoch is kept."""
+        return self.weight_decay * self.global_batch_size / self.lr_reference_batch
 
     @property
     def warmup_train_epochs(self) -> float:
@@ -147,14 +198,17 @@ class Config:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Config":
         """Inverse of to_dict (derived values are recomputed, not read back)."""
-        return cls(data["system"], dict(data["settings"]), dict(data["system_description"]))
+        return cls(data["system"], dict(data["settings"]), dict(data["system_description"]),
+                   dict(data.get("origins", {})))
 
     def to_dict(self) -> dict[str, Any]:
         derived = {name: getattr(self, name) for name in (
             "system_name", "num_nodes", "device_type", "processes_per_node", "world_size",
-            "global_batch_size", "peak_lr", "train_epochs", "warmup_train_epochs")}
+            "global_batch_size", "peak_lr", "effective_weight_decay", "train_epochs",
+            "warmup_train_epochs")}
         return {"system": self.system_id, "settings": dict(self.settings),
-                "derived": derived, "system_description": dict(self.description)}
+                "derived": derived, "system_description": dict(self.description),
+                "origins": dict(self.origins)}
 
 
 # ---------------------------------------------------------------------------
@@ -174,7 +228,8 @@ def load_descriptor(system: str) -> dict[str, Any]:
     try:
         descriptor = json.loads(path.read_text())
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path} is not valid JSON: {exc}") from exc
+        raise ConfigError(f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: "
+                          f"{exc.msg}): fix the file and run again") from None
     missing = [f for f in MLPERF_REQUIRED_FIELDS if f not in descriptor]
     if missing:
         raise ConfigError(f"{path} lacks MLPerf system-description fields: {', '.join(missing)}")
@@ -182,12 +237,27 @@ def load_descriptor(system: str) -> dict[str, Any]:
 
 
 def load_recipe(name: str) -> dict[str, Any]:
+    """The recipe's settings, checked against RECIPE_SETTINGS (a `base:` recipe first)."""
     path = RECIPES_DIR / f"{name}.yaml"
     if not path.is_file():
         raise ConfigError(f"unknown recipe {name!r}. Known recipes: {', '.join(available_recipes())}")
-    recipe = yaml.safe_load(path.read_text()) or {}
+    try:
+        recipe = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path} is not valid YAML: {exc}") from exc
     base = recipe.pop("base", None)
-    return {**load_recipe(base), **recipe} if base else recipe
+    recipe.pop("recipe", None)
+    for key, value in recipe.items():
+        if key not in RECIPE_SETTINGS:
+            raise ConfigError(f"{path}: unknown recipe setting {key!r}; known: "
+                              f"{', '.join(RECIPE_SETTINGS)}")
+        recipe[key] = _coerce(key, value, RECIPE_SETTINGS[key][0], origin=str(path))
+    merged = {**load_recipe(base), **recipe} if base else recipe
+    if not base:
+        missing = [key for key in RECIPE_SETTINGS if key not in merged]
+        if missing:
+            raise ConfigError(f"{path} lacks recipe settings: {', '.join(missing)}")
+    return merged
 
 
 def parse_overrides(args: list[str]) -> dict[str, str]:
@@ -201,31 +271,46 @@ def parse_overrides(args: list[str]) -> dict[str, str]:
     return overrides
 
 
-def _coerce(key: str, raw: Any, default: Any) -> Any:
-    value = yaml.safe_load(raw) if isinstance(raw, str) and not isinstance(default, str) else raw
-    if isinstance(default, bool):
+def _coerce(key: str, raw: Any, kind: type, origin: str = "the command line") -> Any:
+    """raw (a command-line string or a YAML/JSON value) as a value of `kind`."""
+    value = raw
+    if isinstance(raw, str) and kind is not str:
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError:
+            value = raw
+        if kind is float and isinstance(value, str):
+            try:
+                value = float(value)   # YAML 1.1 reads 5e-4 (no dot) as a string
+            except ValueError:
+                pass
+    where = "" if origin == "the command line" else f" (in {origin})"
+    if kind is bool:
         if not isinstance(value, bool):
-            raise ConfigError(f"{key} takes true or false, not {raw!r}")
-    elif isinstance(default, int) and not isinstance(default, bool):
+            raise ConfigError(f"{key} takes true or false, not {raw!r}{where}")
+    elif kind is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{key} takes a whole number, not {raw!r}")
-    elif isinstance(default, float):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{key} takes a number, not {raw!r}")
+            raise ConfigError(f"{key} takes a whole number, not {raw!r}{where}")
+    elif kind is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ConfigError(f"{key} takes a number, not {raw!r}{where}")
         value = float(value)
-    elif isinstance(default, str):
+    elif kind is str:
         value = "" if value is None else str(value)
     return value
 
 
-def _apply(settings: dict[str, Any], updates: dict[str, Any], origin: str) -> None:
+def _apply(settings: dict[str, Any], updates: dict[str, Any], origin: str,
+           origins: dict[str, str]) -> None:
     for key, raw in updates.items():
+        origins[key] = origin
         if key not in settings:
             close = difflib.get_close_matches(key, settings, n=3)
             hint = f" Did you mean {', '.join(close)}?" if close else ""
             raise ConfigError(f"unknown setting {key!r} (from {origin}).{hint} "
                               "`python -m submission settings` lists them all.")
-        settings[key] = _coerce(key, raw, settings[key])
+        kind = RECIPE_SETTINGS[key][0] if key in RECIPE_SETTINGS else type(HARNESS_SETTINGS[key][0])
+        settings[key] = _coerce(key, raw, kind, origin)
 
 
 def resolve(system: str | None = None, overrides: dict[str, str] | None = None) -> Config:
@@ -237,12 +322,13 @@ def resolve(system: str | None = None, overrides: dict[str, str] | None = None) 
 
     recipe_name = overrides.get("recipe") or harness.get("recipe") or HARNESS_SETTINGS["recipe"][0]
     settings = load_recipe(recipe_name)
+    origins = {key: f"submission/recipes/{recipe_name}.yaml" for key in settings}
     for key, (default, _) in HARNESS_SETTINGS.items():
         settings.setdefault(key, copy.deepcopy(default))
-    _apply(settings, harness, f"systems/{system}.json")
-    _apply(settings, overrides, "the command line")
+    _apply(settings, harness, f"systems/{system}.json", origins)
+    _apply(settings, overrides, "the command line", origins)
     settings["recipe"] = recipe_name
-    config = Config(system, settings, description)
+    config = Config(system, settings, description, origins)
     validate(config)
     return config
 
@@ -264,7 +350,8 @@ def validate(config: Config) -> None:
     if not 0 < config.target_accuracy <= 1:
         problems.append("target_accuracy is a top-1 fraction in (0, 1]")
     if config.train_epochs <= 0 or config.eval_every_epochs <= 0:
-        problems.append("epochs x scale_schedule_ratio and eval_every_epochs must be positive")
+        problems.append("epochs x scale_schedule_ratio (truncated to whole epochs when "
+                        "whole_epochs=true) and eval_every_epochs must be positive")
     if config.warmup_train_epochs >= config.train_epochs:
         problems.append(f"warmup ({config.warmup_train_epochs:g} epochs) must be shorter than "
                         f"training ({config.train_epochs:g} epochs)")
@@ -273,12 +360,21 @@ def validate(config: Config) -> None:
             and 0 <= config.resize_start_fraction <= config.resize_finish_fraction <= 1):
         problems.append("progressive resizing needs 0 < resize_initial_scale <= 1 and "
                         "0 <= resize_start_fraction <= resize_finish_fraction <= 1")
+    if config.resize_granularity not in ("epoch", "step"):
+        problems.append(f"resize_granularity must be epoch or step, not {config.resize_granularity!r}")
+    if config.resize_mode not in ("nearest", "bilinear", "area"):
+        problems.append(f"resize_mode must be nearest, bilinear or area, not {config.resize_mode!r}")
     if config.loss not in ("bce", "cross_entropy"):
         problems.append(f"loss must be bce or cross_entropy, not {config.loss!r}")
     if config.precision not in ("amp", "fp32"):
         problems.append(f"precision must be amp or fp32, not {config.precision!r}")
     if config.amp_dtype not in ("bf16", "fp16"):
         problems.append(f"amp_dtype must be bf16 or fp16, not {config.amp_dtype!r}")
+    accelerator = str(config.description.get("accelerator_model_name", ""))
+    if (config.precision == "amp" and config.amp_dtype == "bf16" and config.device_type == "cuda"
+            and "V100" in accelerator.upper()):
+        problems.append(f"amp_dtype=bf16: {accelerator} has no bf16 tensor cores; use the "
+                        "published amp_dtype=fp16 (with a GradScaler)")
     if config.dataset not in ("imagenet", "fashion-mnist"):
         problems.append(f"dataset must be imagenet or fashion-mnist, not {config.dataset!r}")
     if config.device_type not in ("cuda", "cpu"):
@@ -291,12 +387,14 @@ def validate(config: Config) -> None:
         raise ConfigError("invalid configuration:\n  - " + "\n  - ".join(problems))
 
 
-def describe_settings() -> str:
-    """Every setting with its default and meaning (for `python -m submission settings`)."""
-    recipe = load_recipe(HARNESS_SETTINGS["recipe"][0])
-    lines = ["Recipe settings (published values, submission/recipes/mild.yaml):"]
-    lines += [f"  {key} = {value}" for key, value in recipe.items()]
+def describe_settings(recipe_name: str | None = None) -> str:
+    """Every setting with its value in the recipe, or its default, and its meaning
+    (for `python -m submission settings [recipe=NAME]`)."""
+    recipe_name = recipe_name or HARNESS_SETTINGS["recipe"][0]
+    recipe = load_recipe(recipe_name)
+    lines = [f"Recipe settings (submission/recipes/{recipe_name}.yaml, with their published sources "
+             "in its comments):"]
+    lines += [f"  {key} = {recipe[key]!r}  -- {meaning}" for key, (_, meaning) in RECIPE_SETTINGS.items()]
     lines.append("\nHarness settings:")
     lines += [f"  {key} = {default!r}  -- {meaning}" for key, (default, meaning) in HARNESS_SETTINGS.items()]
     return "\n".join(lines)
-

@@ -70,6 +70,18 @@ def average_buffers(module: torch.nn.Module) -> None:
     torch._foreach_div_(buffers, float(dist.get_world_size()))
 
 
+def agree_to_stop(nonfinite_loss: bool, out_of_time: bool, device: torch.device) -> tuple[bool, bool]:
+    """(some rank's loss is non-finite, rank 0's clock says the time is up), the same answer
+    on every rank, so that all ranks leave the training loop at the same step. Only rank
+    0's clock counts: clocks of different hosts (or processes) need not agree."""
+    if not dist.is_initialized():
+        return nonfinite_loss, out_of_time
+    flags = torch.tensor([float(nonfinite_loss), float(out_of_time and dist.get_rank() == 0)],
+                         device=device)
+    dist.all_reduce(flags, op=dist.ReduceOp.MAX)
+    return bool(flags[0]), bool(flags[1])
+
+
 def broadcast_object(obj, src: int = 0):
     if not dist.is_initialized():
         return obj

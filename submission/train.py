@@ -34,7 +34,7 @@ from .data import loaders
 from .data.prepare import PreparedData
 from .methods.ema import EMA
 from .methods.loss import LOSSES
-from .methods.progressive_resize import resize_batch, resize_scale
+from .methods.progressive_resize import resize_batch, side_at
 from .methods.schedule import lr_at
 from .methods.sgdw import DecoupledSGDW
 from .mlperf_log import RunLog
@@ -49,10 +49,6 @@ class RunOutcome:
     minutes: float
     model: torch.nn.Module          # the trained weights
     eval_model: torch.nn.Module     # what evaluation scored: the EMA copy when EMA is on
-
-
-class Diverged(RuntimeError):
-    """The loss stopped being finite: the run cannot reach its target."""
 
 
 class Interrupted(Exception):
@@ -85,6 +81,9 @@ def autocast_for(config: Config, device: torch.device):
     if config.precision != "amp":
         return contextlib.nullcontext
     dtype = torch.bfloat16 if config.amp_dtype == "bf16" else torch.float16
+    if dtype == torch.bfloat16 and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        raise RuntimeError(f"amp_dtype=bf16 but {torch.cuda.get_device_name(device)} has no bf16 "
+                           "support: use amp_dtype=fp16 (the published setting)")
     return lambda: torch.autocast(device.type, dtype=dtype)
 
 
@@ -174,7 +173,7 @@ def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed:
     net = (DistributedDataParallel(model, device_ids=[ctx.local_rank] if ctx.device.type == "cuda" else None)
            if ctx.distributed else model)
     optimizer = DecoupledSGDW(model.parameters(), lr=config.peak_lr, momentum=config.momentum,
-                              weight_decay=config.weight_decay)
+                              weight_decay=config.effective_weight_decay)
     loss_fn = LOSSES[config.loss]
     autocast = autocast_for(config, ctx.device)
     scaler = grad_scaler(config, ctx.device)
@@ -195,7 +194,7 @@ def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed:
     total_steps = max(1, round(config.train_epochs * steps_per_epoch))
     warmup_steps = round(config.warmup_train_epochs * steps_per_epoch)
     eval_every = max(1, round(config.eval_every_epochs * steps_per_epoch))
-    log.hyperparameters(config, seed, data.train_samples, data.eval_samples, steps_per_epoch)
+    log.hyperparameters(config, seed, data.train_samples, data.eval_samples)
     report = Reporter(label, total_steps, steps_per_epoch, config.global_batch_size,
                       config.progress_every_steps, ctx.is_main)
 
@@ -209,22 +208,17 @@ def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed:
             lr = lr_at(step, total_steps, warmup_steps, config.peak_lr)
             for group in optimizer.param_groups:
                 group["lr"] = lr
-            x = normalize(images)
-            if config.progressive_resize:
-                scale = resize_scale(step / total_steps, config.resize_initial_scale,
-                                     config.resize_start_fraction, config.resize_finish_fraction)
-                x = resize_batch(x, scale, config.resize_multiple)
+            side = side_at(step, steps_per_epoch, total_steps, config)
+            x = resize_batch(normalize(images), side, config.resize_mode)
             loss = optimizer_step(net, optimizer, scaler, autocast, loss_fn, x, labels,
                                   config.label_smoothing)
             step += 1
             if ema:
                 ema.update(model, step)
-            if step % config.progress_every_steps == 0 and not torch.isfinite(loss):
-                raise Diverged(f"loss is {loss.item()} at step {step}: training diverged "
-                               "(lower lr, or precision=fp32 if bf16 autocast is on)")
-            report.step(step, loss, lr, x.shape[-1])
+            report.step(step, loss, lr, side)
 
-            if step % eval_every == 0 or step == total_steps:
+            evaluated = step % eval_every == 0 or step == total_steps
+            if evaluated:
                 eval_epoch = round(step / steps_per_epoch, 4)
                 log.eval_start(eval_epoch)
                 eval_model = ema.model if ema else model
@@ -233,9 +227,20 @@ def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed:
                 log.eval_result(eval_epoch, accuracy)
                 report.evaluated(eval_epoch, accuracy, config.target_accuracy)
                 reached = accuracy >= config.target_accuracy
-            if config.max_run_minutes and (time.monotonic() - run_start) / 60 > config.max_run_minutes:
-                reason = f"max_run_minutes={config.max_run_minutes:g} exceeded"
-                total_steps = step
+            if step % config.progress_every_steps == 0 or evaluated:
+                # one decision for all ranks: they must leave the loop at the same step
+                diverged, out_of_time = dist_utils.agree_to_stop(
+                    not bool(torch.isfinite(loss)),
+                    bool(config.max_run_minutes)
+                    and (time.monotonic() - run_start) / 60 > config.max_run_minutes,
+                    ctx.device)
+                if diverged:
+                    reason = (f"diverged: non-finite loss at step {step} (lower lr, or "
+                              "precision=fp32 if autocast is on)")
+                    reached, total_steps = False, step
+                elif out_of_time and not reached:
+                    reason = f"max_run_minutes={config.max_run_minutes:g} exceeded"
+                    total_steps = step
             if reached or step >= total_steps:
                 break
         log.epoch_stop(epoch)       # also for a partial last epoch: the checker needs one

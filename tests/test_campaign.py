@@ -26,10 +26,12 @@ def wait_for(predicate, timeout: float, what: str):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def test_killed_campaign_resumes_and_packages(tmp_path, cache_dir):
-    """SIGKILL during run 3, re-run: runs 1-2 untouched, the partial log kept aside,
-    five complete runs, a package the official checker accepts, and our olympic score
-    equal to the official result summarizer's."""
+def test_interrupted_campaign_resumes_and_packages(tmp_path, cache_dir):
+    """Ctrl-C (SIGINT to the process group, as a terminal sends it) during run 3: its log
+    ends run_stop aborted with the reason, the campaign exits non-zero saying how to
+    resume. Re-run: runs 1-2 untouched, the partial log kept aside, five complete runs, a
+    package the official checker accepts, and our olympic score equal to the official
+    result summarizer's."""
     results = tmp_path / "results"
     # a gate the scaled-down run passes at its first evaluation: this test is about
     # campaign mechanics, test_training.py is about learning
@@ -43,9 +45,17 @@ def test_killed_campaign_resumes_and_packages(tmp_path, cache_dir):
         wait_for(lambda: (resnet / "result_2.txt.partial").is_file()
                  and "run_start" in (resnet / "result_2.txt.partial").read_text(), 400,
                  "run 3 to start")
+        os.killpg(first.pid, signal.SIGINT)      # Ctrl-C: the campaign and torchrun
+        output, _ = first.communicate(timeout=120)
     finally:
-        os.killpg(first.pid, signal.SIGKILL)     # the campaign and its torchrun workers
-        first.wait()
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+            first.wait()
+    assert first.returncode != 0
+    assert "interrupted" in output and "re-run the same command to resume" in output
+    partial = (resnet / "result_2.txt.partial").read_text().splitlines()
+    assert '"key": "run_stop"' in partial[-1] and '"status": "aborted"' in partial[-1]
+    assert "interrupted" in partial[-1]
     kept = {i: (resnet / f"result_{i}.txt").read_bytes() for i in (0, 1)}
     assert not (resnet / "result_2.txt").exists()
 
@@ -103,23 +113,80 @@ def test_second_campaign_on_the_same_results_is_locked_out(tmp_path, cache_dir):
     assert blocked.returncode == 1 and "another campaign is writing" in blocked.stderr
 
 
+def record(config):
+    from submission import campaign
+    state = campaign.new_campaign_state(config)
+    campaign.system_dir(config).mkdir(parents=True, exist_ok=True)
+    campaign.write_json(campaign.system_dir(config) / "campaign.json", state)
+    return state
+
+
 def test_new_campaign_archives_instead_of_overwriting(tmp_path):
     from submission import campaign
     from submission.config import resolve
     first = resolve("cpu", {"results_dir": str(tmp_path), "runs": "2", "seeds": "1,2"})
-    state = campaign.open_campaign(first)
-    assert state["seeds"] == [1, 2]
+    assert campaign.load_campaign(first) is None
+    assert record(first)["seeds"] == [1, 2]
     done = campaign.result_path(first, 0)
     done.parent.mkdir(parents=True)
     done.write_text("a finished run\n")
     # same settings: resumed, seeds kept; other seeds without new_campaign: refused
-    assert campaign.open_campaign(first)["seeds"] == [1, 2]
+    assert campaign.load_campaign(first)["seeds"] == [1, 2]
     with pytest.raises(campaign.CampaignError, match="new_campaign=true"):
-        campaign.open_campaign(resolve("cpu", {"results_dir": str(tmp_path), "runs": "2",
+        campaign.load_campaign(resolve("cpu", {"results_dir": str(tmp_path), "runs": "2",
                                                "seeds": "3,4"}))
+    # the same command with new_campaign=true, run again on the unfinished campaign: resumed
+    again = resolve("cpu", {"results_dir": str(tmp_path), "runs": "2", "seeds": "1,2",
+                            "new_campaign": "true"})
+    assert campaign.load_campaign(again)["seeds"] == [1, 2] and done.exists()
     fresh = resolve("cpu", {"results_dir": str(tmp_path), "runs": "2", "seeds": "3,4",
                             "new_campaign": "true"})
-    assert campaign.open_campaign(fresh)["seeds"] == [3, 4]
+    assert campaign.load_campaign(fresh) is None
     archived = list((tmp_path / "archive").glob("local_cpu-*/resnet/result_0.txt"))
     assert len(archived) == 1 and archived[0].read_text() == "a finished run\n"
     assert not done.exists()
+
+
+def test_campaign_record_cut_mid_write_is_named_with_its_line(tmp_path):
+    from submission import campaign
+    from submission.config import resolve
+    config = resolve("cpu", {"results_dir": str(tmp_path), "runs": "2", "seeds": "1,2"})
+    record(config)
+    state_file = campaign.system_dir(config) / "campaign.json"
+    text = state_file.read_text()
+    state_file.write_text(text[: len(text) // 2])
+    with pytest.raises(campaign.CampaignError, match=r"campaign.json is not valid JSON \(line \d+"):
+        campaign.load_campaign(config)
+
+
+def test_atomic_write_leaves_the_old_file_when_writing_fails(tmp_path):
+    from submission import campaign
+    target = tmp_path / "campaign.json"
+    campaign.write_json(target, {"seeds": [1]})
+    with pytest.raises(TypeError):
+        campaign.write_json(target, {"seeds": object()})     # fails mid-serialisation
+    assert json.loads(target.read_text()) == {"seeds": [1]}
+    assert [p.name for p in tmp_path.iterdir()] == ["campaign.json"]
+
+
+def test_failed_preparation_records_no_campaign_and_too_few_images_are_caught_early(tmp_path, cache_dir):
+    results = tmp_path / "results"
+    # 100 images cannot fill one batch of 128: refused after preparation, before any run
+    small = run_submission("run", *quick_settings(results, cache_dir, train_limit=100,
+                                                  batch_per_device=128, runs=1, seeds="1"))
+    assert small.returncode == 2, small.stdout + small.stderr
+    assert "100 training images are fewer than one global batch (128" in small.stderr
+    assert "Traceback" not in small.stderr
+    folder = results / "local_cpu"
+    assert not (folder / "campaign.json").exists() and not (folder / "resnet").exists()
+    assert not (folder / "attempts").exists()
+
+
+def test_malformed_descriptor_names_the_file_and_line(tmp_path, monkeypatch):
+    from submission import config as config_module
+    systems = tmp_path / "systems"
+    systems.mkdir()
+    (systems / "broken.json").write_text('{\n  "submitter": "",\n  "division": "open"\n  "status": 1\n}\n')
+    monkeypatch.setattr(config_module, "SYSTEMS_DIR", systems)
+    with pytest.raises(config_module.ConfigError, match=r"broken.json is not valid JSON.*line 4"):
+        config_module.resolve("broken")

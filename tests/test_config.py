@@ -11,7 +11,10 @@ def test_mild_recipe_carries_the_published_values():
     assert mild["momentum"] == 0.875 and mild["weight_decay"] == 5e-4
     assert mild["label_smoothing"] == 0.08 and mild["loss"] == "bce"
     assert mild["epochs"] * mild["scale_schedule_ratio"] == pytest.approx(28.8)
+    assert mild["whole_epochs"]          # Composer v0.7 truncated 28.8 to 28 epochs
     assert mild["warmup_epochs"] * mild["scale_schedule_ratio"] == pytest.approx(2.56)
+    assert mild["precision"] == "amp" and mild["amp_dtype"] == "fp16"   # fp16 + GradScaler
+    assert mild["resize_granularity"] == "epoch" and mild["resize_mode"] == "nearest"
     assert (mild["train_resolution"], mild["eval_resolution"], mild["eval_resize"]) == (176, 224, 232)
     assert mild["ema_half_life_batches"] == 100 and mild["ema_update_every_batches"] == 20
     assert mild["target_accuracy"] == 0.759
@@ -40,6 +43,54 @@ def test_learning_rate_scales_linearly_with_the_global_batch():
     cfg = resolve("p4d", {"batch_per_device": "128"})
     assert cfg.global_batch_size == 1024
     assert cfg.peak_lr == pytest.approx(1.024)
+
+
+def test_mild_trains_28_whole_epochs_with_2_56_warmup_epochs():
+    cfg = resolve("p4d")
+    assert cfg.train_epochs == 28.0 and cfg.warmup_train_epochs == pytest.approx(2.56)
+    assert resolve("p4d", {"whole_epochs": "false"}).train_epochs == pytest.approx(28.8)
+    assert resolve("cpu").train_epochs == pytest.approx(0.16)     # never floored to 0
+
+
+def test_weight_decay_keeps_its_published_decay_per_epoch_at_any_batch():
+    published = resolve("p4d")
+    assert published.effective_weight_decay == pytest.approx(5e-4)
+    half = resolve("p4d", {"batch_per_device": "128"})
+    steps_per_epoch_ratio = published.global_batch_size / half.global_batch_size
+    # twice the steps per epoch, each decaying half as much
+    assert half.effective_weight_decay * steps_per_epoch_ratio == pytest.approx(5e-4)
+
+
+def test_numbers_in_any_notation_parse():
+    cfg = resolve(None, {"weight_decay": "5e-4", "lr": "1E-1", "label_smoothing": ".1"})
+    assert (cfg.weight_decay, cfg.lr, cfg.label_smoothing) == (5e-4, 0.1, 0.1)
+
+
+def test_bf16_is_refused_on_v100_systems_and_allowed_on_a100():
+    with pytest.raises(ConfigError, match="no bf16 tensor cores"):
+        resolve("p3", {"amp_dtype": "bf16"})
+    assert resolve("p4d", {"amp_dtype": "bf16"}).amp_dtype == "bf16"
+    assert resolve("p3").amp_dtype == "fp16"
+
+
+def test_recipe_files_are_type_checked(tmp_path, monkeypatch):
+    monkeypatch.setattr(config, "RECIPES_DIR", tmp_path)
+    (tmp_path / "mild.yaml").write_text((config.REPO_ROOT / "submission/recipes/mild.yaml").read_text())
+    (tmp_path / "odd.yaml").write_text("base: mild\nmomentum: fast\n")
+    with pytest.raises(ConfigError, match=r"momentum takes a number, not 'fast' \(in .*odd.yaml\)"):
+        config.load_recipe("odd")
+    (tmp_path / "typo.yaml").write_text("base: mild\nmomentun: 0.9\n")
+    with pytest.raises(ConfigError, match="unknown recipe setting 'momentun'"):
+        config.load_recipe("typo")
+    (tmp_path / "sci.yaml").write_text("base: mild\nweight_decay: 5e-5\n")
+    assert config.load_recipe("sci")["weight_decay"] == 5e-5
+
+
+def test_settings_show_the_published_recipe():
+    text = config.describe_settings("mild")
+    for line in ("lr = 2.048", "momentum = 0.875", "label_smoothing = 0.08", "whole_epochs = True",
+                 "amp_dtype = 'fp16'", "resize_granularity = 'epoch'"):
+        assert line in text
 
 
 def test_overrides_are_typed_and_the_command_line_wins():

@@ -66,6 +66,19 @@ def test_blurpool_replaces_six_convs_and_the_max_pool():
     assert out.shape == (2, 1000)
 
 
+def test_blurpool_twice_changes_nothing_and_the_pool_blurs_any_width():
+    model = mild_model()
+    assert blurpool.apply_blurpool(model) == (0, 0)           # mild_model() already blurred
+    assert not any(isinstance(m.conv, blurpool.BlurConv2d) for m in model.modules()
+                   if isinstance(m, blurpool.BlurConv2d))
+    # a pool whose input width is not the last conv's out_channels in traversal order
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.Conv2d(3, 5, 3),
+                              torch.nn.MaxPool2d(3, stride=2, padding=1))
+    blurpool.apply_blurpool(net)
+    out = net[2](torch.ones(1, 8, 9, 9))
+    assert out.shape == (1, 8, 5, 5)
+
+
 def test_blur_kernel_is_normalised_and_preserves_a_flat_image():
     kernel = blurpool.blur_kernel(4)
     assert kernel.shape == (4, 1, 3, 3) and torch.allclose(kernel.sum((1, 2, 3)), torch.ones(4))
@@ -101,9 +114,28 @@ def test_resized_batches_are_multiples_of_four_and_channels_last():
     assert progressive_resize.scaled_side(176, 0.6, 4) == 104   # 105.6 -> 104
     assert progressive_resize.scaled_side(6, 0.5, 4) == 4        # never below one multiple
     batch = torch.randn(2, 3, 176, 176).contiguous(memory_format=torch.channels_last)
-    out = progressive_resize.resize_batch(batch, 0.75, 4)
-    assert out.shape == (2, 3, 132, 132) and out.is_contiguous(memory_format=torch.channels_last)
-    assert progressive_resize.resize_batch(batch, 1.0, 4) is batch
+    for mode in ("nearest", "bilinear"):
+        out = progressive_resize.resize_batch(batch, 132, mode)
+        assert out.shape == (2, 3, 132, 132) and out.is_contiguous(memory_format=torch.channels_last)
+    assert progressive_resize.resize_batch(batch, 176) is batch
+    # nearest keeps pixel values (Composer v0.7's mode): every output pixel is an input pixel
+    half = progressive_resize.resize_batch(batch, 88, "nearest")
+    assert torch.isin(half, batch).all()
+
+
+def test_mild_changes_size_only_at_epoch_boundaries():
+    from submission.config import resolve
+    cfg = resolve("p4d")
+    per_epoch, total = 10, 280                      # 28 epochs of 10 steps
+    sides = [progressive_resize.side_at(s, per_epoch, total, cfg) for s in range(total)]
+    for epoch in range(28):
+        assert len(set(sides[epoch * per_epoch:(epoch + 1) * per_epoch])) == 1
+    assert sides[0] == 88 and sides[-1] == 176
+    assert sides[11 * per_epoch] == 88              # 11/28 = 0.39 < 0.4: still half size
+    assert progressive_resize.schedule_sides(per_epoch, total, cfg) == [
+        88, 96, 104, 112, 116, 124, 132, 140, 148, 156, 164, 172, 176]
+    step_cfg = resolve("p4d", {"resize_granularity": "step"})
+    assert len(progressive_resize.schedule_sides(per_epoch, total, step_cfg)) > 13
 
 
 def test_lr_schedule_warmup_then_cosine():

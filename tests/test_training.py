@@ -159,3 +159,46 @@ def _is_rank(pid: str, rank: str) -> bool:
     except OSError:
         return False
     return b"submission.train" in cmdline and f"RANK={rank}".encode() in environ
+
+
+SKEWED_RANK_1 = '''
+import os, time
+if os.environ.get("RANK") == "1":
+    # rank 1's clock runs 1000x fast, and its loss turns non-finite from its 7th step on
+    _real, _start = time.monotonic, time.monotonic()
+    time.monotonic = lambda: _start + (_real() - _start) * 1000
+    from submission.methods import loss as _loss
+    _bce, _calls = _loss.LOSSES["bce"], [0]
+    def _nan_from_step_7(logits, labels, smoothing):
+        _calls[0] += 1
+        value = _bce(logits, labels, smoothing)
+        return value * float("nan") if _calls[0] >= 7 else value
+    _loss.LOSSES["bce"] = _nan_from_step_7
+'''
+
+
+def test_ranks_stop_together_and_a_diverged_rank_ends_the_run_as_diverged(tmp_path, cache_dir):
+    """Two gloo ranks; rank 1's clock says max_run_minutes is long past, and its loss goes
+    NaN at step 7. Only rank 0's clock counts, so nobody stops at step 5; at step 10 (the
+    next check) both ranks stop together and rank 0 logs the run as diverged."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(SKEWED_RANK_1)
+    cfg = resolve(None, parse_overrides(quick_settings(
+        tmp_path, cache_dir, procs_per_node=2, max_run_minutes=5, progress_every_steps=5,
+        epochs=2.0, eval_every_epochs=1.0)))       # 20 steps of a global batch of 128
+    data = prepare(cfg)
+    data.save(tmp_path / "data.json")
+    (tmp_path / "config.json").write_text(json.dumps(cfg.to_dict()))
+    result = tmp_path / "result_0.txt"
+    env = {**__import__("os").environ, "PYTHONPATH": f"{hook}:{REPO}"}
+    done = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+         "-m", "submission.train", "--config", str(tmp_path / "config.json"),
+         "--data", str(tmp_path / "data.json"), "--seed", "4", "--result", str(result)],
+        cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    stop = [e for e in mllog_events(result) if e["key"] == "run_stop"]
+    assert len(stop) == 1 and stop[0]["metadata"]["status"] == "aborted"
+    assert stop[0]["metadata"]["reason"].startswith("diverged: non-finite loss at step 10"), stop
+    assert all(v.passed for v in check_path(result, ("2.0.0",)))

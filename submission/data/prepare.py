@@ -41,6 +41,9 @@ class PreparedData:
     def load(cls, path: Path) -> "PreparedData":
         return cls(**json.loads(Path(path).read_text()))
 
+    def to_dict(self) -> dict:
+        return asdict(self)
+
     def save(self, path: Path) -> None:
         Path(path).write_text(json.dumps(asdict(self), indent=1))
 

@@ -36,17 +36,18 @@ class BlurConv2d(nn.Module):
 
 
 class BlurMaxPool2d(nn.Module):
-    """max-pool with stride 1 -> blur with the original stride."""
+    """max-pool with stride 1 -> blur with the original stride. The blur is depthwise over
+    whatever channels arrive, so no channel count has to be guessed at surgery time."""
 
-    def __init__(self, pool: nn.MaxPool2d, channels: int):
+    def __init__(self, pool: nn.MaxPool2d):
         super().__init__()
         self.kernel_size, self.padding = pool.kernel_size, pool.padding
         self.stride = pool.stride if isinstance(pool.stride, int) else pool.stride[0]
-        self.register_buffer("kernel", blur_kernel(channels), persistent=False)
+        self.register_buffer("kernel", blur_kernel(1), persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = F.max_pool2d(x, self.kernel_size, stride=1, padding=self.padding)
-        return blur(x, self.kernel, stride=self.stride)
+        return blur(x, self.kernel.expand(x.shape[1], 1, 3, 3), stride=self.stride)
 
 
 def _is_strided(conv: nn.Conv2d) -> bool:
@@ -55,18 +56,18 @@ def _is_strided(conv: nn.Conv2d) -> bool:
 
 
 def apply_blurpool(model: nn.Module, min_channels: int = 16) -> tuple[int, int]:
-    """Replace strided convs and max-pools in place; return (convs, pools) replaced."""
+    """Replace strided convs and max-pools in place; return (convs, pools) replaced.
+    Applying it again changes nothing: blurred layers are not wrapped twice."""
     convs = pools = 0
-    last_channels = 3
     for parent in list(model.modules()):
+        if isinstance(parent, (BlurConv2d, BlurMaxPool2d)):
+            continue
         for name, child in list(parent.named_children()):
             if isinstance(child, nn.Conv2d):
-                last_channels = child.out_channels
                 if _is_strided(child) and child.in_channels >= min_channels:
                     setattr(parent, name, BlurConv2d(child))
                     convs += 1
             elif isinstance(child, nn.MaxPool2d):
-                # the pool follows the stem conv + BN + ReLU: its channels are the stem's
-                setattr(parent, name, BlurMaxPool2d(child, last_channels))
+                setattr(parent, name, BlurMaxPool2d(child))
                 pools += 1
     return convs, pools
