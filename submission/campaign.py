@@ -83,16 +83,9 @@ def result_path(config: Config, index: int) -> Path:
 
 
 def check_launchable(config: Config) -> None:
-    """Fail before touching results/ when this machine cannot run the configuration."""
-    problems = []
-    if config.device_type == "cuda":
-        import torch
-        visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if visible < config.processes_per_node:
-            problems.append(
-                f"system {config.system_id} runs {config.processes_per_node} GPU processes per node, "
-                f"but this machine has {visible} visible GPU(s). Run it on the machine the "
-                f"descriptor describes, or try the recipe here with device=cpu procs_per_node=1.")
+    """Fail before touching results/ when this machine cannot run the configuration, or
+    when the descriptor would describe hardware other than what runs."""
+    problems = hardware_differences(config)
     cpus = os.cpu_count() or 1
     if config.workers_per_device > cpus:
         problems.append(f"workers_per_device={config.workers_per_device} exceeds this machine's "
@@ -105,6 +98,30 @@ def check_launchable(config: Config) -> None:
             problems.append(f"data_dir={config.data_dir} does not exist on this machine.")
     if problems:
         raise ConfigError("cannot start this campaign:\n  - " + "\n  - ".join(problems))
+
+
+def hardware_differences(config: Config) -> list[str]:
+    """How the world to launch differs from the descriptor's fixed hardware, or from this
+    machine ([] when a log of this run would describe it truthfully)."""
+    from . import inventory
+    described = int(config.description.get("accelerators_per_node") or 0)
+    local = "use system=local, which describes this machine as it is"
+    problems = []
+    if config.device_type == "cuda" and described == 0:
+        problems.append(f"device=cuda, but systems/{config.system_id}.json describes a machine "
+                        f"without accelerators; {local}")
+    if config.device_type == "cpu" and described > 0:
+        problems.append(f"device=cpu, but systems/{config.system_id}.json describes "
+                        f"{described} GPU(s) per node; {local}")
+    if config.device_type == "cuda" and described and config.processes_per_node != described:
+        problems.append(f"procs_per_node={config.processes_per_node}, but systems/"
+                        f"{config.system_id}.json describes {described} GPUs per node; {local}")
+    if config.device_type == "cuda" and not problems:
+        differences = inventory.mismatch(config.description, inventory.gpus())
+        if differences:
+            problems.append(f"systems/{config.system_id}.json does not describe this machine: "
+                            + "; ".join(differences) + f"; {local}")
+    return problems
 
 
 def torchrun_command(config: Config, train_args: list[str]) -> list[str]:
@@ -225,11 +242,28 @@ def _draw_seeds(count: int) -> list[int]:
     return seeds
 
 
+def run_description(config: Config) -> dict:
+    """The MLPerf system description of what trains: the world actually launched (nodes,
+    accelerators per node, name), notes saying what ran."""
+    description = dict(config.description)
+    description["system_name"] = config.system_name
+    description["number_of_nodes"] = str(config.num_nodes)
+    description["accelerators_per_node"] = str(config.accelerators_per_node)
+    if config.accelerators_per_node == 0:
+        for key in ("accelerator_model_name", "accelerator_memory_capacity", "accelerator_frequency",
+                    "accelerator_host_interconnect", "accelerator_interconnect"):
+            description[key] = ""
+    if not description.get("sw_notes"):
+        data = ("ImageNet" if config.dataset == "imagenet" else
+                "Fashion-MNIST, scaled down (submission/embedded.yaml); not an ImageNet result")
+        description["sw_notes"] = (f"{config.recipe} recipe on {data}; {config.device_type}, "
+                                   f"{config.world_size} process(es), global batch "
+                                   f"{config.global_batch_size}")
+    return description
+
+
 def _write_system_description(config: Config) -> None:
-    from .system_description import fill_from_host
-    description = fill_from_host(dict(config.description))
-    description["number_of_nodes"] = config.num_nodes
-    write_json(system_dir(config) / "system.json", description)
+    write_json(system_dir(config) / "system.json", run_description(config))
 
 
 def _set_aside(partial: Path, index: int) -> None:

@@ -29,6 +29,10 @@ def cmd_run(words: list[str]) -> int:
     from . import campaign
     dry = "--dry-run" in words
     config = _resolve([w for w in words if w != "--dry-run"])
+    print(f"[campaign] system {config.system_id} ({config.system_name}): {config.dataset} on "
+          f"{config.device_type}, {config.world_size} process(es)"
+          + (f", {config.description['accelerator_model_name']}" if config.device_type == "cuda" else ""),
+          flush=True)
     if dry:
         print(campaign.dry_run(config))
         campaign.check_launchable(config)
@@ -87,13 +91,15 @@ def cmd_check(words: list[str]) -> int:
 
 
 def cmd_describe(words: list[str]) -> int:
+    """The MLPerf system description exactly as a run of these settings writes it."""
+    from .campaign import run_description
     from .system_description import for_ruleset
     ruleset = "2.0.0"
     if "--ruleset" in words:
         at = words.index("--ruleset")
         ruleset = words[at + 1]
         words = words[:at] + words[at + 2:]
-    print(json.dumps(for_ruleset(_resolve(words).description, ruleset), indent=2))
+    print(json.dumps(for_ruleset(run_description(_resolve(words)), ruleset), indent=2))
     return 0
 
 

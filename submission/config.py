@@ -22,7 +22,8 @@ import yaml
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SYSTEMS_DIR = REPO_ROOT / "systems"
 RECIPES_DIR = Path(__file__).resolve().parent / "recipes"
-DEFAULT_SYSTEM = "cpu"
+EMBEDDED_PRESET = Path(__file__).resolve().parent / "embedded.yaml"
+DEFAULT_SYSTEM = "local"
 
 
 class ConfigError(ValueError):
@@ -39,7 +40,8 @@ HARNESS_SETTINGS: dict[str, tuple[Any, str]] = {
     "package": (True, "assemble results/package/<org>/ when the campaign completes"),
     "results_dir": ("results", "where result files, summaries and packages go"),
     # data
-    "dataset": ("imagenet", "imagenet (an image folder) or fashion-mnist"),
+    "dataset": ("imagenet", "imagenet (an image folder), fashion-mnist (the embedded campaign: "
+                            "submission/embedded.yaml), or auto: imagenet when data_dir is set"),
     "data_dir": ("", "image folder with train/ and val/; for fashion-mnist the idx folder"),
     "val_labels": ("", "label file for a flat val/ folder (CSV or devkit ground truth)"),
     "cache_dir": ("cache", ".beton files, reused while source and write settings match"),
@@ -146,7 +148,15 @@ class Config:
     # ---- derived values: computed here, never stored twice -------------------
     @property
     def system_name(self) -> str:
-        return self.description["system_name"]
+        """The descriptor's name; several nodes of a one-node descriptor: Nx<name>."""
+        name = self.description["system_name"]
+        described = int(self.description["number_of_nodes"] or 1)
+        return f"{self.num_nodes}x{name}" if self.num_nodes != described else name
+
+    @property
+    def accelerators_per_node(self) -> int:
+        """What trains: one GPU per process on cuda, none on cpu."""
+        return self.processes_per_node if self.device_type == "cuda" else 0
 
     @property
     def num_nodes(self) -> int:
@@ -203,7 +213,8 @@ class Config:
 
     def to_dict(self) -> dict[str, Any]:
         derived = {name: getattr(self, name) for name in (
-            "system_name", "num_nodes", "device_type", "processes_per_node", "world_size",
+            "system_name", "num_nodes", "device_type", "processes_per_node",
+            "accelerators_per_node", "world_size",
             "global_batch_size", "peak_lr", "effective_weight_decay", "train_epochs",
             "warmup_train_epochs")}
         return {"system": self.system_id, "settings": dict(self.settings),
@@ -318,19 +329,55 @@ def resolve(system: str | None = None, overrides: dict[str, str] | None = None) 
     system = overrides.pop("system", None) or system or DEFAULT_SYSTEM
     descriptor = load_descriptor(system)
     harness = dict(descriptor.get("harness", {}))
-    description = {k: v for k, v in descriptor.items() if k != "harness"}
+    description = describe_machine({k: v for k, v in descriptor.items() if k != "harness"})
 
     recipe_name = overrides.get("recipe") or harness.get("recipe") or HARNESS_SETTINGS["recipe"][0]
     settings = load_recipe(recipe_name)
     origins = {key: f"submission/recipes/{recipe_name}.yaml" for key in settings}
     for key, (default, _) in HARNESS_SETTINGS.items():
         settings.setdefault(key, copy.deepcopy(default))
+    dataset = _chosen_dataset(settings, harness, overrides)
+    if dataset == "fashion-mnist":
+        _apply(settings, _load_preset(), EMBEDDED_PRESET.relative_to(REPO_ROOT).as_posix(), origins)
     _apply(settings, harness, f"systems/{system}.json", origins)
     _apply(settings, overrides, "the command line", origins)
-    settings["recipe"] = recipe_name
+    settings["recipe"], settings["dataset"] = recipe_name, dataset
     config = Config(system, settings, description, origins)
     validate(config)
     return config
+
+
+def _chosen_dataset(settings: dict, harness: dict, overrides: dict) -> str:
+    """The data set, with `auto` decided: ImageNet when a data_dir is given."""
+    dataset = str(overrides.get("dataset") or harness.get("dataset") or settings["dataset"])
+    if dataset == "auto":
+        data_dir = overrides.get("data_dir") or harness.get("data_dir") or settings["data_dir"]
+        dataset = "imagenet" if data_dir else "fashion-mnist"
+    return dataset
+
+
+def _load_preset() -> dict[str, Any]:
+    try:
+        return yaml.safe_load(EMBEDDED_PRESET.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{EMBEDDED_PRESET} is not valid YAML: {exc}") from exc
+
+
+def describe_machine(description: dict[str, Any]) -> dict[str, Any]:
+    """The descriptor with its empty fields read from this machine: host facts always;
+    accelerators and the system name too for a descriptor that leaves them empty
+    (system=local)."""
+    from . import inventory
+    from .system_description import fill_from_host
+    described = dict(description)
+    if str(described.get("accelerators_per_node", "")) == "":
+        found = inventory.gpus()
+        described.update({k: v for k, v in inventory.accelerator_fields(found).items()
+                          if described.get(k, "") == ""})
+        if not described.get("system_name"):
+            import psutil
+            described["system_name"] = inventory.local_system_name(found, psutil.cpu_count() or 1)
+    return fill_from_host(described)
 
 
 def validate(config: Config) -> None:
@@ -376,7 +423,7 @@ def validate(config: Config) -> None:
         problems.append(f"amp_dtype=bf16: {accelerator} has no bf16 tensor cores; use the "
                         "published amp_dtype=fp16 (with a GradScaler)")
     if config.dataset not in ("imagenet", "fashion-mnist"):
-        problems.append(f"dataset must be imagenet or fashion-mnist, not {config.dataset!r}")
+        problems.append(f"dataset must be imagenet, fashion-mnist or auto, not {config.dataset!r}")
     if config.device_type not in ("cuda", "cpu"):
         problems.append(f"device must be cuda or cpu, not {config.device_type!r}")
     if config.eval_resize < config.eval_resolution:

@@ -58,7 +58,7 @@ class RunLog:
         self.event(C.SUBMISSION_STATUS, config.description["status"])
         self.event(C.SUBMISSION_BENCHMARK, BENCHMARK)
         self.event("number_of_nodes", config.num_nodes)
-        self.event("accelerators_per_node", int(config.description["accelerators_per_node"] or 0))
+        self.event("accelerators_per_node", config.accelerators_per_node)   # what trains
 
     def hyperparameters(self, config, seed: int, train_samples: int, eval_samples: int) -> None:
         self.event(C.SEED, seed)

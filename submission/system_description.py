@@ -14,7 +14,9 @@ in the 4.x wording is mapped back). Numbers become strings: MLPerf descriptions 
 all-string, and the official checker fails on a number in e.g. accelerators_per_node.
 
 `fill_from_host` fills EMPTY fields ("" or None) that this machine can tell (processor,
-memory, disk, software versions, CUDA devices) and never overwrites a field that is set.
+memory, disk, software versions) and never overwrites a field that is set. Accelerator
+fields come from submission.inventory, and only for a descriptor that leaves them empty
+(system=local): a CPU descriptor on a GPU machine must not name the GPU.
 host_processor_core_count is the core count of ONE processor (the MLPerf convention:
 host_processors_per_node says how many there are); host_processor_vcpu_count is the
 node's total of logical CPUs.
@@ -174,21 +176,23 @@ def _software() -> str:
     return ", ".join(parts)
 
 
-def _cuda_device():
-    import torch
-    if not torch.cuda.is_available() or torch.cuda.device_count() == 0:
-        return None
-    return torch.cuda.get_device_properties(0)
+def _caches() -> str:
+    """L1d 32K, L1i 64K, L2 512K, L3 8192K (per core or shared, as the kernel lists cpu0's)."""
+    parts = []
+    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+        level, kind, size = ((index / name).read_text().strip() for name in ("level", "type", "size"))
+        suffix = {"Data": "d", "Instruction": "i"}.get(kind, "")
+        parts.append(f"L{level}{suffix} {size}")
+    return ", ".join(parts)
 
 
-def _accelerator_model() -> str:
-    props = _cuda_device()
-    return props.name if props else ""
-
-
-def _accelerator_memory() -> str:
-    props = _cuda_device()
-    return _gib(props.total_memory) if props else ""
+def _storage_type() -> str:
+    """SSD or HDD: the kernel's rotational flag of the disks (loop and zram devices aside)."""
+    flags = {p.parent.parent.name: p.read_text().strip()
+             for p in Path("/sys/block").glob("*/queue/rotational")
+             if not p.parent.parent.name.startswith(("loop", "zram", "ram"))}
+    kinds = sorted({"HDD" if flag == "1" else "SSD" for flag in flags.values()})
+    return " + ".join(kinds)
 
 
 PROBES: dict[str, Callable[[], Any]] = {
@@ -199,11 +203,11 @@ PROBES: dict[str, Callable[[], Any]] = {
     "host_processor_frequency": _frequency,
     "host_memory_capacity": _memory,
     "host_storage_capacity": _storage,
+    "host_storage_type": _storage_type,
+    "host_processor_caches": _caches,
     "framework": _framework,
     "operating_system": _operating_system,
     "other_software_stack": _software,
-    "accelerator_model_name": _accelerator_model,
-    "accelerator_memory_capacity": _accelerator_memory,
 }
 
 

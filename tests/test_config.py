@@ -138,9 +138,10 @@ def test_dry_run_prints_config_and_torchrun_command_and_p4d_fails_here(tmp_path)
     assert '"global_batch_size": 2048' in out.stdout
     assert "torch.distributed.run --nproc_per_node=8" in out.stdout
     assert out.returncode == 2
-    assert "8 GPU processes per node" in out.stderr and "data_dir=/nonexistent/imagenet" in out.stderr
+    assert "describes 8 GPU(s) per node, this machine has 0 visible" in out.stderr
+    assert "system=local" in out.stderr and "data_dir=/nonexistent/imagenet" in out.stderr
     real = subprocess.run([sys.executable, "-m", "submission", "run", "system=p4d",
                            f"results_dir={tmp_path}"], capture_output=True, text=True,
                           cwd=config.REPO_ROOT)
-    assert real.returncode == 2 and "visible GPU" in real.stderr and "needs data_dir" in real.stderr
+    assert real.returncode == 2 and "0 visible" in real.stderr and "needs data_dir" in real.stderr
     assert not any(tmp_path.iterdir()), "a refused campaign must not touch results/"

@@ -56,6 +56,9 @@ def test_ddp_ranks_agree_and_eval_counts_each_image_once(tmp_path, cache_dir):
     events = mllog_events(result)
     logged = [e["value"] for e in events if e["key"] == "eval_accuracy"][-1]
     assert [e["value"] for e in events if e["key"] == "global_batch_size"] == [128]
+    # the logged world is the launched one: 2 CPU processes on 1 node, no accelerator
+    assert [e["value"] for e in events if e["key"] == "number_of_nodes"] == [1]
+    assert [e["value"] for e in events if e["key"] == "accelerators_per_node"] == [0]
     model = model_from_config(cfg, data.num_classes)
     model.load_state_dict(rank0["eval_model"])
     device = torch.device("cpu")
