@@ -43,7 +43,8 @@ HARNESS_SETTINGS: dict[str, tuple[Any, str]] = {
     "dataset": ("imagenet", "imagenet (an image folder), fashion-mnist (the embedded campaign: "
                             "submission/embedded.yaml), or auto: imagenet when data_dir is set"),
     "data_dir": ("", "image folder with train/ and val/; for fashion-mnist the idx folder"),
-    "val_labels": ("", "label file for a flat val/ folder (CSV or devkit ground truth)"),
+    "val_labels": ("", "label CSV (image,class-folder rows, e.g. LOC_val_solution.csv) for a "
+                       "flat val/ folder; convert the devkit's ground truth to it first"),
     "cache_dir": ("cache", ".beton files, reused while source and write settings match"),
     "skip_bad_images": (False, "skip unreadable images (counted, listed) instead of failing"),
     "write_mode": ("proportion", "FFCV RGBImageField write_mode: raw, jpg, proportion, smart"),

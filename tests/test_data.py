@@ -486,3 +486,101 @@ def test_fashion_mnist_missing_files_are_named(tmp_path):
     with pytest.raises(ConfigError) as info:
         prepare(cfg)
     assert str(empty / "train-images-idx3-ubyte") in str(info.value)
+
+
+# ---------------------------------------------------------------- 6. bad input, named
+def test_empty_val_folder_says_it_is_empty(tmp_path):
+    make_nested(tmp_path / "d", val_counts=(0, 0, 0))
+    (tmp_path / "d" / "val").mkdir()
+    assert "val is empty" in error_of(config(tmp_path / "d", tmp_path / "cache"))
+
+
+def test_loose_images_beside_class_folders_are_refused(tmp_path):
+    make_nested(tmp_path / "d")
+    write_image(tmp_path / "d" / "val" / "stray.JPEG", 0, 1)
+    message = error_of(config(tmp_path / "d", tmp_path / "cache"))
+    assert "1 images lie directly in" in message and "stray.JPEG" in message
+
+
+def test_val_labels_with_class_folders_is_refused(tmp_path):
+    make_nested(tmp_path / "d")
+    (tmp_path / "labels.csv").write_text("val_cat_0,wolf\n")
+    message = error_of(config(tmp_path / "d", tmp_path / "cache", val_labels=tmp_path / "labels.csv"))
+    assert "has class folders" in message and "drop val_labels=" in message
+
+
+def test_label_rows_without_an_image_are_reported(tmp_path, capfd):
+    make_nested(tmp_path / "d", val_counts=(0, 0, 0))
+    val = tmp_path / "d" / "val"
+    write_image(val / "img_1.JPEG", 0, 1)
+    write_image(val / "img_2.JPEG", 1, 2)
+    (tmp_path / "labels.csv").write_text("image,label\nimg_1,cat\nimg_2,dog\nimg_3,fox\nimg_4,fox\n")
+    data = prepare(config(tmp_path / "d", tmp_path / "cache", val_labels=tmp_path / "labels.csv"))
+    assert data.eval_samples == 2
+    assert "2 rows of" in capfd.readouterr().err
+
+
+def test_exif_orientation_is_not_applied(tmp_path):
+    """As torchvision's ImageFolder and the MLPerf reference: pixels as stored."""
+    image = Image.new("RGB", (40, 20), (200, 10, 10))
+    exif = Image.Exif()
+    exif[0x0112] = 6                        # "rotate 90 degrees clockwise to display"
+    image.save(tmp_path / "rotated.jpg", "JPEG", exif=exif)
+    assert sources.load_rgb(tmp_path / "rotated.jpg").shape == (20, 40, 3)
+
+
+def test_verified_images_are_not_decoded_again_and_a_changed_one_is(tmp_path, capfd):
+    make_nested(tmp_path / "d")
+    cache = tmp_path / "cache"
+    prepare(config(tmp_path / "d", cache))
+    assert "checking" in capfd.readouterr().err
+    prepare(config(tmp_path / "d", cache))
+    second = capfd.readouterr().err
+    assert "checking" not in second and "15 images of" in second and "not decoded again" in second
+    changed = next((tmp_path / "d" / "train" / "cat").iterdir())
+    changed.write_bytes(b"not an image any more")
+    message = error_of(config(tmp_path / "d", cache))
+    assert "1 unreadable images" in message and changed.name in message
+
+
+def test_skipped_listing_does_not_outlive_the_bad_images(tmp_path):
+    make_nested(tmp_path / "d")
+    bad = tmp_path / "d" / "train" / "cat" / "broken.JPEG"
+    bad.write_bytes(b"\xff\xd8 cut")
+    cache = tmp_path / "cache"
+    prepare(config(tmp_path / "d", cache, skip_bad_images="true"))
+    listing = cache / "d" / "skipped_images.txt"
+    assert listing.is_file()
+    bad.unlink()
+    assert prepare(config(tmp_path / "d", cache, skip_bad_images="true")).skipped_images == 0
+    assert not listing.exists()
+
+
+def test_truncated_beton_is_rebuilt_not_loaded(tmp_path, capfd):
+    make_nested(tmp_path / "d")
+    cache = tmp_path / "cache"
+    first = prepare(config(tmp_path / "d", cache))
+    whole = Path(first.train_path).read_bytes()
+    Path(first.train_path).write_bytes(whole[: len(whole) // 2])
+    again = prepare(config(tmp_path / "d", cache))
+    assert "damaged, rebuilding it" in capfd.readouterr().err
+    assert again.train_path == first.train_path
+    assert Path(again.train_path).read_bytes() == whole
+
+
+@pytest.mark.timeout(180)
+def test_odd_names_tiny_images_and_folders_named_like_images(tmp_path):
+    """A non-UTF-8 file name and a 1x1-pixel image are images like any other; a folder
+    named like an image inside a class folder is not an image (listed as ignored)."""
+    root = tmp_path / "d"
+    make_nested(root)
+    odd_name = os.fsdecode(b"caf\xe9_latin1.JPEG")          # not valid UTF-8
+    write_image(root / "train" / "cat" / odd_name, 0, 3)
+    Image.new("RGB", (1, 1), (10, 20, 30)).save(root / "train" / "dog" / "pixel.png")
+    (root / "train" / "fox" / "nested.JPEG").mkdir()
+    data = prepare(config(root, tmp_path / "cache"))
+    assert data.train_samples == 17
+    loader = loaders.train_loader(data.train_path, resolution=32, batch_size=17, workers=1,
+                                  seed=0, device=CPU, distributed=False)
+    (images, labels), = list(loader)
+    assert tuple(images.shape) == (17, 3, 32, 32)

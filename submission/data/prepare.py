@@ -74,16 +74,52 @@ def _check_image(path: Path) -> str | None:
     return None
 
 
-def check_images(split: sources.FolderSplit, workers: int) -> None:
-    """Decode every image once; record the unreadable ones in split.bad."""
-    paths = [p for p, _ in split.samples]
-    progress = Progress(f"checking {split.root}", len(paths))
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        for path, problem in zip(paths, pool.map(_check_image, paths, chunksize=64)):
-            if problem:
-                split.bad.append((path, problem))
-            progress.advance()
-    progress.done()
+def check_images(split: sources.FolderSplit, workers: int, manifest: Path) -> None:
+    """Decode every image whose (size, mtime) this manifest has not seen verified; record
+    the unreadable ones in split.bad. The manifest (beside the .beton files) remembers the
+    verdicts, so an unchanged data set is not decoded again on the next invocation."""
+    known = _read_manifest(manifest)
+    verdicts: dict[str, list] = {}
+    todo = []
+    for path, _ in split.samples:
+        key = str(path)          # JSON keeps non-UTF-8 names as escaped surrogates
+        stat = path.stat()
+        seen = known.get(key)
+        if seen and seen[:2] == [stat.st_size, stat.st_mtime_ns]:
+            verdicts[key] = seen
+        else:
+            todo.append((path, key, stat))
+    if todo:
+        progress = Progress(f"checking {sources.display(split.root)}", len(todo))
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            for (path, key, stat), problem in zip(
+                    todo, pool.map(_check_image, [p for p, _, _ in todo], chunksize=64)):
+                verdicts[key] = [stat.st_size, stat.st_mtime_ns, problem]
+                progress.advance()
+        progress.done()
+    if len(todo) < len(split.samples):
+        print(f"[prepare] {len(split.samples) - len(todo)} images of {sources.display(split.root)} "
+              f"unchanged since verified ({manifest.name}): not decoded again", file=sys.stderr)
+    split.bad += [(path, verdicts[str(path)][2]) for path, _ in split.samples
+                  if verdicts[str(path)][2]]
+    _write_json_atomic(manifest, {**known, **verdicts})
+
+
+def _read_manifest(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text())
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}          # missing or damaged: every image is checked again
+
+
+def _write_json_atomic(path: Path, data) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        tmp.write_text(json.dumps(data))
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 class Progress:
@@ -140,41 +176,54 @@ def cache_folder(config: Config) -> Path:
 
 
 def _cached_beton(split, folder: Path, split_name: str, settings: dict, workers: int) -> Path:
-    """The split's .beton, keyed by its content and the write settings; written if missing."""
+    """The split's .beton, keyed by its content and the write settings; written if missing.
+    A file whose size differs from the one recorded when it was written (a copy cut short,
+    a full disk) is rebuilt, never loaded."""
     key = hashlib.sha256(json.dumps({
         "format": FORMAT_VERSION, "write": settings, "source": split.fingerprint(),
         "samples": len(split)}, sort_keys=True).encode()).hexdigest()[:16]
     path = folder / f"{split_name}-{key}.beton"
+    record = path.with_name(path.name + ".size")
     if path.is_file():
-        print(f"[prepare] reusing {path} (same images and write settings)", file=sys.stderr)
-    else:
-        _write_beton(split, path, settings, workers)
+        recorded = record.read_text().strip() if record.is_file() else ""
+        if recorded == str(path.stat().st_size):
+            print(f"[prepare] reusing {path} (same images and write settings)", file=sys.stderr)
+            return path
+        print(f"[prepare] {path} is {path.stat().st_size} bytes, but {recorded or 'no size'} was "
+              "recorded when it was written: damaged, rebuilding it", file=sys.stderr)
+        path.unlink()
+    _write_beton(split, path, settings, workers)
+    record.write_text(f"{path.stat().st_size}\n")
     return path
 
 
 def _drop_unreadable(splits, folder: Path, config: Config, workers: int) -> int:
     """Check folder images; fail on unreadable ones unless skip_bad_images (then list them)."""
     bad = []
-    for split in splits:
+    for split, name in zip(splits, ("train", "val")):
         if split.ignored:
-            print(f"[prepare] ignoring {len(split.ignored)} non-image files in {split.root} "
-                  f"(e.g. {split.ignored[0]})", file=sys.stderr)
-        check_images(split, workers)
+            print(f"[prepare] ignoring {len(split.ignored)} entries that are not image files in "
+                  f"{sources.display(split.root)} (e.g. {sources.display(split.ignored[0])})",
+                  file=sys.stderr)
+        check_images(split, workers, folder / f"verified-{name}.json")
         bad += split.bad
+    listing = folder / "skipped_images.txt"
     if bad and not config.skip_bad_images:
-        listing = "\n".join(f"  {p}: {why}" for p, why in bad[:20])
+        listing.unlink(missing_ok=True)
+        shown = "\n".join(f"  {sources.display(p)}: {why}" for p, why in bad[:20])
         more = f"\n  ... and {len(bad) - 20} more" if len(bad) > 20 else ""
-        raise ConfigError(f"{len(bad)} unreadable images:\n{listing}{more}\n"
+        raise ConfigError(f"{len(bad)} unreadable images:\n{shown}{more}\n"
                           "Replace or remove them, or pass skip_bad_images=true to leave "
                           "them out (they are then counted and listed).")
     if bad:
         unreadable = {p for p, _ in bad}
         for split in splits:
             split.samples = [(p, label) for p, label in split.samples if p not in unreadable]
-        listing = folder / "skipped_images.txt"
-        listing.write_text("".join(f"{p}\t{why}\n" for p, why in bad))
+        listing.write_text("".join(f"{sources.display(p)}\t{why}\n" for p, why in bad))
         print(f"[prepare] skipping {len(bad)} unreadable images, listed in {listing}",
               file=sys.stderr)
+    else:
+        listing.unlink(missing_ok=True)     # a listing of an earlier preparation is stale
     return len(bad)
 
 

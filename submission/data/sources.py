@@ -13,8 +13,10 @@ from __future__ import annotations
 import csv
 import gzip
 import hashlib
+import os
 import struct
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,7 +38,10 @@ SUPPORTED_LAYOUTS = (
 
 
 def load_rgb(path: Path) -> np.ndarray:
-    """Decode any PIL-readable image (grey, CMYK, palette, alpha) to HxWx3 uint8 RGB."""
+    """Decode any PIL-readable image (grey, CMYK, palette, alpha) to HxWx3 uint8 RGB.
+
+    EXIF orientation is not applied: the pixels are used as stored, as torchvision's
+    ImageFolder, the MLPerf reference and the published entry's FFCV writer do."""
     with Image.open(path) as image:
         image.load()
         if image.mode in ("RGBA", "LA") or (image.mode == "P" and "transparency" in image.info):
@@ -73,8 +78,14 @@ class FolderSplit:
         digest = hashlib.sha256()
         for path, label in self.samples:
             stat = path.stat()
-            digest.update(f"{path.relative_to(self.root)}\0{label}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+            digest.update(os.fsencode(path.relative_to(self.root))
+                          + f"\0{label}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
         return digest.hexdigest()
+
+
+def display(path: Path) -> str:
+    """A path for messages, whatever bytes its name has (non-UTF-8 names shown escaped)."""
+    return os.fsencode(path).decode("utf-8", errors="backslashreplace")
 
 
 def _is_image(path: Path) -> bool:
@@ -96,10 +107,18 @@ def scan_nested(split_dir: Path, classes: list[str] | None = None) -> FolderSpli
                           f"{' ...' if len(unknown) > 5 else ''}")
     index = {name: i for i, name in enumerate(classes)}
     samples, ignored, empty = [], [], []
+    loose = [p for p in _files(split_dir) if _is_image(p)]
+    if loose and class_dirs:
+        raise ConfigError(
+            f"{len(loose)} images lie directly in {split_dir} beside its class folders (e.g. "
+            f"{display(loose[0])}): they have no class. Move them into their class folder or "
+            "remove them.")
     for class_dir in class_dirs:
         files = _files(class_dir)
         images = [p for p in files if _is_image(p)]
         ignored += [p for p in files if not _is_image(p)]
+        # folders inside a class folder (even one named like x.JPEG) are not images
+        ignored += sorted(p for p in class_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
         if not images:
             empty.append(class_dir)
         samples += [(p, index[class_dir.name]) for p in images]
@@ -146,6 +165,10 @@ def scan_flat(split_dir: Path, label_file: Path, classes: list[str]) -> FolderSp
         raise ConfigError(f"{len(unlabeled)} images in {split_dir} have no label in {label_file} "
                           f"(first: {', '.join(unlabeled[:3])})")
     samples = [(p, labels[p.stem]) for p in images]
+    missing = sorted(set(labels) - {p.stem for p in images})
+    if missing:
+        print(f"[prepare] {len(missing)} rows of {label_file} name images that {split_dir} does "
+              f"not have (e.g. {', '.join(missing[:3])}): those rows are not used", file=sys.stderr)
     return FolderSplit(split_dir, samples, classes, [p for p in files if not _is_image(p)])
 
 
@@ -159,7 +182,13 @@ def scan_image_folder(data_dir: Path, val_labels: str = "") -> tuple[FolderSplit
     train = scan_nested(train_dir)
     if not train.classes:
         raise ConfigError(f"{train_dir} has no class folders.\n{SUPPORTED_LAYOUTS}")
-    has_class_dirs = any(p.is_dir() for p in val_dir.iterdir())
+    entries = [p for p in val_dir.iterdir() if not p.name.startswith(".")]
+    if not entries:
+        raise ConfigError(f"{val_dir} is empty: put the validation images there.\n{SUPPORTED_LAYOUTS}")
+    has_class_dirs = any(p.is_dir() for p in entries)
+    if has_class_dirs and val_labels:
+        raise ConfigError(f"{val_dir} has class folders, which give the labels; val_labels="
+                          f"{val_labels} is only for a flat val/ folder: drop val_labels=")
     if has_class_dirs:
         val = scan_nested(val_dir, train.classes)
     elif val_labels:
