@@ -1,49 +1,98 @@
 """Throughput figures of one process, measured side by side in one run.
 
-    python -m submission.bench [system=cpu] [key=value ...] [steps=N]
+    python -m submission.bench [system=...] [key=value ...] [steps=N] [json=FILE]
 
-Prints img/s of: the training step on synthetic batches (model + loss + SGDW), the FFCV
-train loader alone, the real step fed by the loader, and evaluation; and the ratios
-between them, which survive a noisy machine better than the absolute figures. Uses
-the resolved configuration (batch, resolution, precision, workers, device) and the
-prepared .beton files of the system.
+Prints, for the resolved configuration (batch, resolution, precision, workers, device):
+  - the recipe's training step on synthetic batches (model + loss + SGDW), and a plain
+    torchvision loop (cross-entropy, torch.optim.SGD) at the same batch, size and precision;
+  - per progressive-resizing size: the first step (set-up: cuDNN/oneDNN plans) and the
+    steady rate;
+  - MFU: FLOPs of forward+backward counted with torch.utils.flop_counter at full size,
+    over a matmul peak measured on the same device and dtype in the same run;
+  - the FFCV train loader alone, the step fed by the loader, and evaluation.
+Ratios between rows survive a noisy machine better than absolute figures. `json=FILE`
+writes the figures as a profile that `python -m submission project` reads.
 """
 from __future__ import annotations
 
+import datetime
+import itertools
+import json
+import platform
 import sys
 import time
+from pathlib import Path
 
 import torch
+import torchvision
 
 from .config import ConfigError, parse_overrides, resolve
 from .data import loaders
 from .data.prepare import prepare
 from .methods.loss import LOSSES
+from .methods.progressive_resize import schedule_sides
 from .methods.sgdw import DecoupledSGDW
 from .model import model_from_config
 from .train import autocast_for, grad_scaler, optimizer_step
 
+PROFILE_SCHEMA = 1
 
-def _timed(step, batches: int, warmup: int = 2) -> float:
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _timed(step, calls: int, device: torch.device, warmup: int = 2) -> float:
     """Seconds per call of step() after warm-up calls (first calls compile or allocate)."""
     for _ in range(warmup):
         step()
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()       # warm-up work must not leak into the timed calls
+    _sync(device)                      # warm-up work must not leak into the timed calls
     start = time.perf_counter()
-    for _ in range(batches):
+    for _ in range(calls):
         step()
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-    return (time.perf_counter() - start) / batches
+    _sync(device)
+    return (time.perf_counter() - start) / calls
 
 
-def measure(config, steps: int) -> dict[str, float]:
+def _first_call(step, device: torch.device) -> float:
+    _sync(device)
+    start = time.perf_counter()
+    step()
+    _sync(device)
+    return time.perf_counter() - start
+
+
+def _synthetic(batch: int, side: int, classes: int, device: torch.device):
+    images = torch.randint(0, 256, (batch, 3, side, side), dtype=torch.uint8, device=device)
+    return (images.contiguous(memory_format=torch.channels_last),
+            torch.randint(0, classes, (batch,), device=device))
+
+
+def matmul_peak(device: torch.device, dtype: torch.dtype, n: int) -> float:
+    """FLOP/s of an n x n matmul on this device and dtype (the MFU denominator)."""
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    seconds = _timed(lambda: a @ b, 5, device)
+    return 2 * n ** 3 / seconds
+
+
+def train_flops(model, batch, normalize, loss_fn, smoothing) -> float:
+    from torch.utils.flop_counter import FlopCounterMode
+    images, labels = batch
+    with FlopCounterMode(display=False) as counter:
+        loss_fn(model(normalize(images)), labels, smoothing).backward()
+    model.zero_grad(set_to_none=True)
+    return float(counter.get_total_flops())
+
+
+def measure(config, steps: int) -> dict:
     device = torch.device("cuda" if config.device_type == "cuda" else "cpu")
     if device.type == "cpu":
         torch.set_num_threads(config.cpu_threads or torch.get_num_threads())
     data = prepare(config)
-    model = model_from_config(config, data.num_classes).to(device)
+    classes = data.num_classes
+    model = model_from_config(config, classes).to(device)
     optimizer = DecoupledSGDW(model.parameters(), lr=config.peak_lr, momentum=config.momentum,
                               weight_decay=config.effective_weight_decay)
     loss_fn, autocast = LOSSES[config.loss], autocast_for(config, device)
@@ -55,51 +104,140 @@ def measure(config, steps: int) -> dict[str, float]:
         optimizer_step(model, optimizer, scaler, autocast, loss_fn, normalize(images), labels,
                        config.label_smoothing)
 
-    synthetic = (torch.randint(0, 255, (batch, 3, res, res), dtype=torch.uint8, device=device)
-                 .contiguous(memory_format=torch.channels_last),
-                 torch.randint(0, data.num_classes, (batch,), device=device))
-    figures = {"step, synthetic batches": batch / _timed(lambda: train_step(*synthetic), steps)}
+    figures: dict = {}
+    full = _synthetic(batch, res, classes, device)
+    figures["step"] = batch / _timed(lambda: train_step(*full), steps, device)
 
+    plain = torchvision.models.resnet50(num_classes=classes).to(device, memory_format=torch.channels_last)
+    plain_opt = torch.optim.SGD(plain.parameters(), lr=0.1, momentum=0.875)
+
+    def plain_step(images, labels):
+        with autocast():
+            loss = torch.nn.functional.cross_entropy(plain(normalize(images)), labels)
+        plain_opt.zero_grad(set_to_none=True)
+        loss.backward()
+        plain_opt.step()
+    figures["plain_loop"] = batch / _timed(lambda: plain_step(*full), steps, device)
+    del plain, plain_opt
+
+    # progressive-resizing sizes: set-up cost of the first step, then the steady rate
+    per_epoch = max(1, data.train_samples // config.global_batch_size)
+    sizes = {}
+    for side in schedule_sides(per_epoch, max(1, round(config.train_epochs * per_epoch)), config):
+        synthetic = _synthetic(batch, side, classes, device)
+        first = _first_call(lambda: train_step(*synthetic), device)
+        sizes[side] = {"first_step_s": first,
+                       "img_per_s": batch / _timed(lambda: train_step(*synthetic), steps, device, 1)}
+    figures["sizes"] = sizes
+
+    dtype = (torch.bfloat16 if config.amp_dtype == "bf16" else torch.float16) \
+        if config.precision == "amp" else torch.float32
+    if device.type == "cpu" and dtype == torch.float16:
+        dtype = torch.float32
+    flops = train_flops(model, full, normalize, loss_fn, config.label_smoothing) / batch
+    peak = matmul_peak(device, dtype, 4096 if device.type == "cuda" else 1024)
+    figures["mfu"] = {"flops_per_image": flops, "peak_flops": peak, "dtype": str(dtype),
+                      "mfu": figures["step"] * flops / peak}
+
+    # the loader alone, then the step fed by it; epochs cycle for small data sets
     train_loader = loaders.train_loader(data.train_path, res, batch, config.workers_per_device, 0,
                                         device, False, config.crop_scale_min)
-    stream = iter(train_loader)
-    figures["FFCV train loader alone"] = batch / _timed(lambda: next(stream), steps * 3)
-    figures["step fed by the loader"] = batch / _timed(lambda: train_step(*next(stream)), steps)
+    if len(train_loader) == 0:
+        raise ConfigError(f"{data.train_samples} training images are fewer than one batch ({batch})")
+    stream = itertools.chain.from_iterable(itertools.repeat(train_loader))
+    figures["loader"] = batch / _timed(lambda: next(stream), steps * 3, device)
+    figures["fed_step"] = batch / _timed(lambda: train_step(*next(stream)), steps, device)
 
     eval_batch = config.eval_batch_size or batch
     val_loader = loaders.val_loader(data.val_path, config.eval_resolution, config.eval_resize,
                                     eval_batch, config.workers_per_device, device, 0, 1,
                                     data.eval_samples)
     model.eval()
-    start, seen = time.perf_counter(), 0
+    passes = []
     with torch.no_grad(), autocast():
-        for images, _ in val_loader:
-            model(normalize(images))
-            seen += images.shape[0]
-    figures["evaluation (first pass, compile included)"] = seen / (time.perf_counter() - start)
+        for _ in range(2):                    # the first pass carries FFCV's compilation
+            start, seen = time.perf_counter(), 0
+            for images, _ in val_loader:
+                model(normalize(images))
+                seen += images.shape[0]
+            _sync(device)
+            passes.append(seen / (time.perf_counter() - start))
+    figures["eval_first"], figures["eval"] = passes
     return figures
+
+
+def profile(config, figures: dict, steps: int) -> dict:
+    """The profile JSON that `python -m submission project` reads (schema 1)."""
+    from .system_description import fill_from_host
+    host = fill_from_host({"host_processor_model_name": "", "host_processor_vcpu_count": ""})
+    device_name = (torch.cuda.get_device_name(0) if config.device_type == "cuda"
+                   else host["host_processor_model_name"])
+    return {
+        "schema": PROFILE_SCHEMA,
+        "measured": {"date": datetime.date.today().isoformat(),
+                     "host": f"{host['host_processor_model_name']}, {host['host_processor_vcpu_count']} vCPUs",
+                     "device": config.device_type, "device_name": device_name,
+                     "torch": torch.__version__, "python": platform.python_version(),
+                     "steps": steps},
+        "settings": {"system": config.system_id, "recipe": config.recipe,
+                     "batch_per_device": config.batch_per_device, "precision": config.precision,
+                     "amp_dtype": config.amp_dtype, "workers_per_device": config.workers_per_device,
+                     "compile": config.compile, "train_resolution": config.train_resolution,
+                     "eval_resolution": config.eval_resolution},
+        "train_step": {str(side): v for side, v in figures["sizes"].items()},
+        "eval_img_per_s": figures["eval"],
+        "loader": {"img_per_s": figures["loader"], "threads": config.workers_per_device,
+                   "resolution": config.train_resolution},
+        "setup_s": {"first_eval_extra": max(0.0, 1 / figures["eval_first"] - 1 / figures["eval"])},
+        "plain_loop_img_per_s": figures["plain_loop"],
+        "step_img_per_s": figures["step"],
+        "fed_step_img_per_s": figures["fed_step"],
+        "mfu": figures["mfu"],
+    }
+
+
+def report(config, figures: dict, steps: int) -> str:
+    base = figures["step"]
+    lines = [f"system {config.system_id}, device {config.device_type}, batch {config.batch_per_device}, "
+             f"{config.train_resolution}px train / {config.eval_resolution}px eval, precision "
+             f"{config.precision}{'/' + config.amp_dtype if config.precision == 'amp' else ''}, "
+             f"{config.workers_per_device} loader workers, {steps} timed steps", ""]
+    rows = [("recipe step, synthetic batches", base),
+            ("plain torchvision loop (CE, SGD)", figures["plain_loop"]),
+            ("FFCV train loader alone", figures["loader"]),
+            ("step fed by the loader", figures["fed_step"]),
+            ("evaluation, first pass (FFCV compile)", figures["eval_first"]),
+            ("evaluation, second pass", figures["eval"])]
+    lines += [f"  {name:<40} {value:10.1f} img/s   {value / base:6.2f}x the recipe step"
+              for name, value in rows]
+    mfu = figures["mfu"]
+    lines += ["", f"  MFU: {mfu['flops_per_image'] / 1e9:.2f} GFLOP per image (fwd+bwd, "
+              f"{config.train_resolution} px) x {base:.1f} img/s / {mfu['peak_flops'] / 1e9:.0f} "
+              f"GFLOP/s measured matmul peak ({mfu['dtype']}) = {mfu['mfu'] * 100:.1f}%", "",
+              "  progressive-resizing sizes: first step (s), steady img/s"]
+    lines += [f"  {side:>5} px  {v['first_step_s']:7.2f} s  {v['img_per_s']:10.1f} img/s"
+              for side, v in figures["sizes"].items()]
+    return "\n".join(lines)
 
 
 def main(argv=None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
-    steps = 10
+    steps, out = 10, ""
     for word in list(words):
-        if word.startswith("steps="):
-            steps = int(word.split("=", 1)[1])
+        key, _, value = word.partition("=")
+        if key in ("steps", "json"):
             words.remove(word)
+            steps, out = (int(value), out) if key == "steps" else (steps, value)
     try:
         config = resolve(None, parse_overrides(words))
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     figures = measure(config, steps)
-    base = figures["step, synthetic batches"]
-    print(f"\nsystem {config.system_id}, device {config.device_type}, batch {config.batch_per_device}, "
-          f"{config.train_resolution}px train / {config.eval_resolution}px eval, precision "
-          f"{config.precision}{'/' + config.amp_dtype if config.precision == 'amp' else ''}, "
-          f"{config.workers_per_device} loader workers, {steps} timed steps")
-    for name, value in figures.items():
-        print(f"  {name:<45} {value:9.1f} img/s   {value / base:5.2f}x the synthetic step")
+    print("\n" + report(config, figures, steps))
+    if out:
+        Path(out).write_text(json.dumps(profile(config, figures, steps), indent=1) + "\n")
+        print(f"\nprofile written to {out} (python -m submission project ... profile={out})")
     return 0
 
 

@@ -67,6 +67,10 @@ HARNESS_SETTINGS: dict[str, tuple[Any, str]] = {
     "eval_batch_size": (0, "evaluation batch per process; 0: batch_per_device"),
     "progress_every_steps": (50, "print a progress line every N steps"),
     "max_run_minutes": (0.0, "stop a run (status aborted) after N minutes; 0: no limit"),
+    "warmup": (True, "before run_start, run every training size and the eval size once on "
+                     "synthetic batches (cuDNN plans, compilation); weights left untouched"),
+    "compile": (False, "torch.compile the training step (static shapes, every size compiled "
+                       "in the warm-up, Inductor cache under cache_dir)"),
     # price, for cost per run
     "price_usd_per_hour": (0.0, "hourly price of the whole system (all nodes)"),
     "price_source": ("", "where the price comes from"),

@@ -34,11 +34,12 @@ from .data import loaders
 from .data.prepare import PreparedData
 from .methods.ema import EMA
 from .methods.loss import LOSSES
-from .methods.progressive_resize import resize_batch, side_at
+from .methods.progressive_resize import resize_batch, schedule_sides, side_at
 from .methods.schedule import lr_at
 from .methods.sgdw import DecoupledSGDW
 from .mlperf_log import RunLog
 from .model import model_from_config
+from .warmup import compiled, warm_up
 
 
 @dataclass
@@ -172,6 +173,9 @@ def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed:
            if config.ema_half_life_batches > 0 else None)
     net = (DistributedDataParallel(model, device_ids=[ctx.local_rank] if ctx.device.type == "cuda" else None)
            if ctx.distributed else model)
+    if config.compile:
+        from .data.prepare import cache_folder
+        net = compiled(net, cache_folder(config))
     optimizer = DecoupledSGDW(model.parameters(), lr=config.peak_lr, momentum=config.momentum,
                               weight_decay=config.effective_weight_decay)
     loss_fn = LOSSES[config.loss]
@@ -197,6 +201,13 @@ def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed:
     log.hyperparameters(config, seed, data.train_samples, data.eval_samples)
     report = Reporter(label, total_steps, steps_per_epoch, config.global_batch_size,
                       config.progress_every_steps, ctx.is_main)
+    if config.warmup:
+        warm_up(net, model, train_sides=schedule_sides(steps_per_epoch, total_steps, config),
+                eval_side=config.eval_resolution, batch=config.batch_per_device,
+                eval_batch=config.eval_batch_size or config.batch_per_device,
+                num_classes=data.num_classes, loss_fn=loss_fn, smoothing=config.label_smoothing,
+                autocast=autocast, normalize=normalize, device=ctx.device,
+                log=lambda line: ctx.is_main and print(f"{label} {line}", flush=True))
 
     log.init_stop_run_start()   # ---- timed region starts: MLPerf run_start ----
     run_start = time.monotonic()

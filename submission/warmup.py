@@ -1,0 +1,95 @@
+"""Warm-up before run_start: pay one-time set-up costs on synthetic batches, not in the timed run.
+
+The first step at a new image size builds cuDNN/oneDNN plans (1-3 s per size on an H100,
+measured earlier in this project) and, with compile=true, compiles the model for that
+shape (43-61 s per size). Progressive resizing uses about 13 sizes in Mild, so without a
+warm-up that cost lands between run_start and run_stop.
+
+`warm_up` runs forward and backward at every training side of the schedule, and the
+evaluation forward at its size, through the real (possibly compiled, possibly DDP)
+network, on random batches made here: no training or validation image is read. It
+takes no optimizer step and restores everything it touched: weights, BatchNorm
+statistics, gradients and the random number generators are bit-identical afterwards,
+so a run with warm-up computes exactly what a run without it does.
+"""
+from __future__ import annotations
+
+import contextlib
+import random
+import time
+
+import numpy as np
+import torch
+
+
+@contextlib.contextmanager
+def preserved_state(*modules: torch.nn.Module):
+    """Restore the modules' parameters and buffers, and every RNG, on exit."""
+    saved = [{k: v.detach().clone() for k, v in m.state_dict(keep_vars=True).items()} for m in modules]
+    rng = (random.getstate(), np.random.get_state(), torch.get_rng_state(),
+           torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None)
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for module, state in zip(modules, saved):
+                current = module.state_dict(keep_vars=True)
+                for key, value in state.items():
+                    current[key].copy_(value)
+                for p in module.parameters():
+                    p.grad = None
+        random.setstate(rng[0])
+        np.random.set_state(rng[1])
+        torch.set_rng_state(rng[2])
+        if rng[3] is not None:
+            torch.cuda.set_rng_state_all(rng[3])
+
+
+def warm_up(net: torch.nn.Module, model: torch.nn.Module, *, train_sides: list[int],
+            eval_side: int, batch: int, eval_batch: int, num_classes: int, loss_fn,
+            smoothing: float, autocast, normalize, device: torch.device,
+            log=print) -> dict[int, float]:
+    """Forward+backward at each training side, eval forward at eval_side; returns the
+    seconds each took (the first call at a size carries its set-up cost)."""
+    generator = torch.Generator(device="cpu").manual_seed(0)
+
+    def batch_of(size: int, side: int) -> torch.Tensor:
+        images = torch.randint(0, 256, (size, 3, side, side), dtype=torch.uint8, generator=generator)
+        return images.to(device).contiguous(memory_format=torch.channels_last)
+
+    seconds: dict[int, float] = {}
+    with preserved_state(model):
+        was_training = model.training
+        model.train()
+        for side in train_sides:
+            start = time.perf_counter()
+            labels = torch.randint(0, num_classes, (batch,), generator=generator).to(device)
+            with autocast():
+                loss = loss_fn(net(normalize(batch_of(batch, side))), labels, smoothing)
+            loss.backward()
+            _sync(device)
+            seconds[side] = time.perf_counter() - start
+        model.eval()
+        with torch.no_grad(), autocast():
+            start = time.perf_counter()
+            model(normalize(batch_of(eval_batch, eval_side)))      # evaluation runs eagerly
+            _sync(device)
+            seconds[-eval_side] = time.perf_counter() - start     # negative: evaluation
+        model.train(was_training)
+    log(f"warm-up before run_start: {len(train_sides)} training sizes "
+        f"({', '.join(str(s) for s in train_sides)} px) and evaluation at {eval_side} px, "
+        f"{sum(seconds.values()):.1f} s, synthetic batches")
+    return seconds
+
+
+def compiled(net: torch.nn.Module, cache_dir) -> torch.nn.Module:
+    """torch.compile with static shapes; Inductor's on-disk cache under cache_dir, so that
+    runs 2-5 of a campaign (new processes) reuse what run 1 compiled."""
+    import os
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_dir / "inductor"))
+    return torch.compile(net, dynamic=False)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)

@@ -1,0 +1,30 @@
+"""The bench: every figure it prints comes from a real measurement; small data cycles."""
+from __future__ import annotations
+
+import json
+
+from conftest import run_submission  # noqa: F401  (conftest puts the repo on the path)
+import subprocess
+import sys
+
+from conftest import REPO
+
+
+def test_bench_on_a_small_training_set_writes_a_profile_of_every_size(tmp_path, cache_dir):
+    profile = tmp_path / "profile.json"
+    # 256 training images are fewer than the (4 + 4 x steps) batches the bench reads: it cycles
+    done = subprocess.run(
+        [sys.executable, "-m", "submission.bench", "system=cpu", f"cache_dir={cache_dir}",
+         "train_limit=256", "eval_limit=64", "batch_per_device=32", "workers_per_device=1",
+         "epochs=4", "steps=2", f"json={profile}"],   # 32 steps: every size of the ramp
+        cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    data = json.loads(profile.read_text())
+    assert data["schema"] == 1 and data["measured"]["device"] == "cpu"
+    assert sorted(map(int, data["train_step"])) == [16, 20, 24, 28, 32]
+    for figures in data["train_step"].values():
+        assert figures["img_per_s"] > 0 and figures["first_step_s"] > 0
+    assert data["eval_img_per_s"] > 0 and data["loader"]["img_per_s"] > 0
+    assert 0 < data["mfu"]["mfu"] < 1 and data["mfu"]["flops_per_image"] > 1e8
+    for row in ("plain torchvision loop", "MFU", "progressive-resizing sizes"):
+        assert row in done.stdout
