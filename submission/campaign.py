@@ -192,9 +192,22 @@ def _set_aside(partial: Path, index: int) -> None:
           flush=True)
 
 
-def _launch(config: Config, train_args: list[str]) -> int:
+def _launch(config: Config, train_args: list[str], progress: Path | None = None) -> int:
+    """Run one torchrun job; with `progress`, its output also goes to that file (the
+    progress lines the plots read: results/<system>/progress/run_<i>.log)."""
     command = torchrun_command(config, train_args)
-    return subprocess.call(command, cwd=REPO_ROOT)
+    if progress is None:
+        return subprocess.call(command, cwd=REPO_ROOT)
+    progress.parent.mkdir(parents=True, exist_ok=True)
+    with open(progress, "w") as copy, subprocess.Popen(
+            command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True, bufsize=1) as job:
+        for line in job.stdout:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+            copy.write(line)
+            copy.flush()
+    return job.returncode
 
 
 def run_campaign(config: Config) -> int:
@@ -232,7 +245,8 @@ def run_campaign(config: Config) -> int:
             rc = _launch(config, [
                 "--config", str(config_file), "--data", str(data_file), "--run-index", str(index),
                 "--runs", str(len(seeds)), "--seed", str(seeds[index]), "--result", str(final),
-                "--cache-cleared", str(int(cleared)), "--remaining", str(len(todo) - position - 1)])
+                "--cache-cleared", str(int(cleared)), "--remaining", str(len(todo) - position - 1)],
+                progress=folder / "progress" / f"run_{index}.log")
             if rc != 0 or not final.is_file():
                 kept = f"its partial log is {partial}" if partial.exists() else "no log was written"
                 raise CampaignError(

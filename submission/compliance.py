@@ -197,6 +197,24 @@ def _compliance(path: Path, ruleset: str) -> list[str]:
     return reasons
 
 
+def summarizer_rejection(path: Path, ruleset: str) -> str:
+    """Why the official result summarizer drops `path` as non-converged ("" when it
+    scores it): its own reader, which runs the compliance checker (quiet) and the parser."""
+    from mlperf_logging.result_summarizer.result_summarizer import _read_result_file
+
+    mlp_compliance.enqueued_configs.clear()   # module-level queue: start from empty
+    with _captured_logging():
+        try:
+            _read_result_file(str(path), USAGE, ruleset)
+        except ValueError as exc:        # 'Compliance check failed' or 'Parse error'
+            return f"{exc} (ruleset {ruleset}; `compliance/check {path}` says why)"
+        except Exception as exc:  # noqa: BLE001 - the checker crashes on some malformed lines
+            return f"the compliance checker crashed: {type(exc).__name__}: {exc}"
+        finally:
+            mlp_compliance.enqueued_configs.clear()
+    return ""
+
+
 def check_result_file(path: Path, rulesets: Sequence[str] = DEFAULT_RULESETS) -> list[Verdict]:
     path = Path(path)
     verdicts = [_verdict(path, "log-format", "-", log_format_problems(path))]

@@ -203,3 +203,60 @@ def test_compare_systems(tmp_path):
 
     path = score.write_comparison(tmp_path)
     assert path == tmp_path / "comparison.md" and path.read_text() == table
+
+
+# ---- equal to the official result summarizer ---------------------------------------
+def _official_score(folder):
+    """The score of the summarizer's own function for one benchmark folder."""
+    from mlperf_logging.result_summarizer.result_summarizer import _compute_strong_score_standalone
+    official, _, factor = _compute_strong_score_standalone(
+        "resnet", folder.name, False, str(folder / "resnet"), "training", score.RULESET)
+    return official, factor
+
+
+def _break_compliance(path):
+    """Drop the submission_benchmark line: the official compliance checker then fails the
+    file, although its run_stop still says success."""
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(line for line in lines if '"submission_benchmark"' not in line))
+
+
+def test_scaling_json_is_multiplied_in_as_the_summarizer_does(tmp_path):
+    folder = _system(tmp_path, [28.0, 28.5, 29.1, 27.9, 30.2])
+    unscaled = score.summarize(folder).score_minutes
+    (folder / "resnet" / "scaling.json").write_text(json.dumps({"scaling_factor": 1.0044}))
+    summary = score.summarize(folder)
+    official, factor = _official_score(folder)
+    assert factor == 1.0044 and summary.scaling_factor == 1.0044
+    assert summary.score_minutes == pytest.approx(official, abs=1e-12)
+    assert summary.score_minutes == pytest.approx(unscaled * 1.0044)
+    assert "x 1.0044 from resnet/scaling.json" in score.summary_markdown(summary)
+
+
+def test_bad_scaling_json_is_a_clear_error(tmp_path):
+    folder = _system(tmp_path, [10.0] * 5)
+    (folder / "resnet" / "scaling.json").write_text(json.dumps({"factor": 2}))
+    with pytest.raises(ValueError, match="scaling.json.*scaling_factor"):
+        score.summarize(folder)
+
+
+def test_a_non_compliant_run_is_dropped_as_the_summarizer_does(tmp_path):
+    folder = _system(tmp_path, [10.0, 20.0, 5.0, 30.0, 40.0])
+    _break_compliance(folder / "resnet" / "result_2.txt")
+    summary = score.summarize(folder)
+    run = summary.runs[2]
+    assert run.status == "success" and not run.converged
+    assert run.rejected.startswith("Compliance check failed")
+    assert summary.dropped == 1 and summary.valid is True
+    assert summary.score_minutes == pytest.approx((20 + 30 + 40) / 3)
+    assert summary.score_minutes == pytest.approx(_official_score(folder)[0], abs=1e-12)
+    assert "dropped by the official summarizer: Compliance check failed" in score.summary_markdown(summary)
+
+
+def test_two_non_compliant_runs_leave_no_score_in_either(tmp_path):
+    folder = _system(tmp_path, [10.0, 20.0, 30.0, 40.0, 50.0])
+    for i in (0, 3):
+        _break_compliance(folder / "resnet" / f"result_{i}.txt")
+    summary = score.summarize(folder)
+    assert summary.dropped == 2 and summary.score_minutes is None and not summary.valid
+    assert _official_score(folder)[0] is None
