@@ -289,11 +289,28 @@ def compare_systems(results_dir: Path) -> str:
     header = ["# ResNet-50: systems compared", "",
               "| system | runs | score (min) | valid | mean cost per run | mean img/s |",
               "|---|---|---|---|---|---|"]
-    if not rows:
-        return "\n".join(header[:2] + ["No system has results yet."]) + "\n"
+    published_rows, notes = published_table_rows()
     footer = ["", "Score: MLPerf olympic mean of run_stop - run_start over 5 runs. "
-              f"Throughput: {IMG_S_LABEL}. Per-system details: <system>/summary.md."]
-    return "\n".join(header + rows + footer) + "\n"
+              f"Throughput: {IMG_S_LABEL}. Per-system details: <system>/summary.md.",
+              "", "Rows marked *published* were not run by this project (their img/s is the "
+              "write-up's training throughput, not run_start→run_stop); their sources:", ""] + notes
+    if not rows:
+        header.insert(2, "No system has results here yet; published figures only.\n")
+    return "\n".join(header + rows + published_rows + footer) + "\n"
+
+
+def published_table_rows() -> tuple[list[str], list[str]]:
+    """Rows of the published figures in the comparison table's columns, and the
+    numbered source notes they cite."""
+    from . import published
+
+    sources = published.sources()
+    cite = {source: f"[{i}]" for i, source in enumerate(sources, start=1)}
+    rows = [f"| *published* {t.label}, to {t.target:.1%} top-1, {t.hardware} {cite[t.source]} | "
+            f"{t.runs} | {t.minutes:.2f} | (published) | — | — |" for t in published.TIMES]
+    rows += [f"| *published* {t.label} throughput, {t.hardware} {cite[t.source]} | — | — | — | — | "
+             f"{t.img_per_s:,.0f} |" for t in published.THROUGHPUTS]
+    return rows, [f"{cite[s]} {s}" for s in sources]
 
 
 def write_comparison(results_dir: Path) -> Path:

@@ -193,7 +193,8 @@ def test_compare_systems(tmp_path):
          "mean_img_per_s": 1234.0}))
 
     table = score.compare_systems(tmp_path)
-    rows = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line]
+    rows = [line for line in table.splitlines()
+            if line.startswith("| ") and "---" not in line and "*published*" not in line]
     assert rows[0].startswith("| system | runs | score (min) | valid |")
     mean_img_s = sum(TRAIN_SAMPLES * 2 / (m * 60) for m in (10, 20, 30, 40, 50)) / 5
     assert rows[1] == f"| alpha (a) | 5 | 30.000 | yes | $30.00 | {mean_img_s:,.0f} |"
@@ -260,3 +261,18 @@ def test_two_non_compliant_runs_leave_no_score_in_either(tmp_path):
     summary = score.summarize(folder)
     assert summary.dropped == 2 and summary.score_minutes is None and not summary.valid
     assert _official_score(folder)[0] is None
+
+
+def test_compare_shows_published_figures_labelled_with_their_source(tmp_path):
+    write_runs(tmp_path / "alpha", [10.0, 20.0, 30.0, 40.0, 50.0])
+    table = score.compare_systems(tmp_path)
+    published = [line for line in table.splitlines() if "*published*" in line and line.startswith("| ")]
+    mild = next(line for line in published if "MLPerf v2.0 open" in line)
+    assert "| 5 | 23.79 | (published) |" in mild and "8x A100-80GB" in mild
+    assert any("Baseline" in line and "| 110.50 |" in line for line in published)
+    assert any("AWS p4d.24xlarge" in line and "| 21,582 |" in line for line in published)
+    assert any("Oracle BM.GPU4.8" in line and "| 22,242 |" in line for line in published)
+    assert "[1] MosaicML, MLPerf Training v2.0 open division" in table
+    # our own system comes first, in the same table
+    lines = table.splitlines()
+    assert lines.index(next(l for l in lines if l.startswith("| alpha"))) < lines.index(published[0])
