@@ -8,6 +8,8 @@
   check PATH                                       the official MLPerf checkers
   describe [system=NAME] [--ruleset R]             the MLPerf system description JSON
   settings                                         every setting, its default and meaning
+  project system=NAME profile=FILE [key=value ...] projected minutes and dollars of a run
+  report RESULTS_DIR                               report.md with plots and tables
 """
 from __future__ import annotations
 
@@ -18,7 +20,8 @@ from pathlib import Path
 
 from .config import REPO_ROOT, ConfigError, describe_settings, parse_overrides, resolve
 
-VERBS = ("run", "prepare", "score", "compare", "package", "check", "describe", "settings")
+VERBS = ("run", "prepare", "score", "compare", "package", "check", "describe", "settings",
+         "project", "report")
 
 
 def _resolve(words: list[str]):
@@ -95,6 +98,16 @@ def cmd_describe(words: list[str]) -> int:
         words = words[:at] + words[at + 2:]
     print(json.dumps(for_ruleset(_resolve(words).description, ruleset), indent=2))
     return 0
+
+
+def cmd_project(words: list[str]) -> int:
+    from . import projection
+    return projection.main(words)
+
+
+def cmd_report(words: list[str]) -> int:
+    from .report import report
+    return report.main(words)
 
 
 def main(argv: list[str] | None = None) -> int:

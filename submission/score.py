@@ -265,12 +265,13 @@ def write_summary(system_dir: Path, summary: Summary) -> tuple[Path, Path]:
     return md, js
 
 
-def compare_systems(results_dir: Path) -> str:
-    """Markdown table over every results/<system_name>/ with result files or a summary."""
+def compare_systems(results_dir: Path, prices: dict[str, float] | None = None) -> str:
+    """Markdown table over every results/<system_name>/ with result files or a summary.
+    prices: USD per hour by folder name, for systems whose campaign.json has none."""
     rows = []
     for system_dir in sorted(p for p in Path(results_dir).iterdir() if p.is_dir()):
         if result_files(system_dir):
-            data = summarize(system_dir).to_dict()
+            data = summarize(system_dir, (prices or {}).get(system_dir.name)).to_dict()
         elif (system_dir / "summary.json").is_file():
             try:
                 data = json.loads((system_dir / "summary.json").read_text())
