@@ -289,7 +289,9 @@ def finish_campaign(config: Config) -> int:
     summary = score.summarize(folder, config.price_usd_per_hour)
     score.write_summary(folder, summary)
     score.write_comparison(results_root(config))
-    print(f"[campaign] results: {folder / 'resnet'}\n[campaign] summary: {folder / 'summary.md'}")
+    from .report.report import write_report
+    print(f"[campaign] results: {folder / 'resnet'}\n[campaign] summary: {folder / 'summary.md'}\n"
+          f"[campaign] report with plots: {write_report(folder, config.price_usd_per_hour)}")
     print((folder / "summary.md").read_text())
     all_reached = all(run.status == "success" for run in summary.runs)
     if not config.package:

@@ -63,6 +63,9 @@ class Projection:
     price_usd_per_hour: float
     assumptions: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # (epoch, minutes) of a run that reaches the target at the last evaluation before the
+    # end of its budget; None when that evaluation is the budget's last step
+    early_stop: tuple[float, float] | None = None
 
     @property
     def run_minutes(self) -> float:
@@ -146,7 +149,7 @@ def project(config: Config, profile: dict[str, Any], profile_name: str,
                           f"({config.global_batch_size})")
     total_steps = max(1, round(config.train_epochs * steps_per_epoch))
     eval_every = max(1, round(config.eval_every_epochs * steps_per_epoch))
-    evaluations = total_steps // eval_every + (1 if total_steps % eval_every else 0)
+    evaluations = total_steps // eval_every + (1 if total_steps % eval_every else 0)   # as train.py
     schedule = side_schedule(config, total_steps)
 
     missing = sorted({side for side, _, _ in schedule if str(side) not in profile["train_step"]})
@@ -161,23 +164,39 @@ def project(config: Config, profile: dict[str, Any], profile_name: str,
     loader = profile["loader"]
     loader_rate = loader["img_per_s"] / loader["threads"] * threads * processes
 
-    parts = []
-    for side, first, steps in schedule:
-        step_rate = profile["train_step"][str(side)]["img_per_s"] * processes * dp_efficiency
-        rate, limit = (step_rate, "step") if step_rate <= loader_rate else (loader_rate, "loader")
-        images = steps * config.global_batch_size
-        parts.append(Part(f"train {side} px, epochs {first / steps_per_epoch:.3g}-"
-                          f"{(first + steps) / steps_per_epoch:.3g}", images, rate, limit, images / rate))
-    eval_rate = profile["eval_img_per_s"] * processes
-    parts.append(Part(f"evaluation, {evaluations} x {eval_images:,} images", evaluations * eval_images,
-                      eval_rate, "eval", evaluations * eval_images / eval_rate))
     setup = profile.get("setup_s") or {}
-    first_steps = sum(max(0.0, profile["train_step"][str(side)].get("first_step_s", 0.0)
-                          - config.batch_per_device / profile["train_step"][str(side)]["img_per_s"])
-                      for side, _, _ in schedule)
-    in_run = setup.get("in_run_first_epoch_extra", 0.0) + setup.get("first_eval_extra", 0.0)
-    parts.append(Part("in-run set-up: FFCV first epoch and first evaluation, first step at "
-                      "each side", 0, 0.0, "set-up", in_run + first_steps))
+    eval_rate = profile["eval_img_per_s"] * processes
+
+    def parts_until(stop: int) -> list[Part]:
+        """The run's parts when it ends after step `stop` (an evaluation step, or the budget)."""
+        parts = []
+        for side, first, steps in schedule:
+            steps = min(steps, stop - first)
+            if steps <= 0:
+                break
+            step_rate = profile["train_step"][str(side)]["img_per_s"] * processes * dp_efficiency
+            rate, limit = (step_rate, "step") if step_rate <= loader_rate else (loader_rate, "loader")
+            images = steps * config.global_batch_size
+            parts.append(Part(f"train {side} px, epochs {first / steps_per_epoch:.3g}-"
+                              f"{(first + steps) / steps_per_epoch:.3g}", images, rate, limit,
+                              images / rate))
+        count = stop // eval_every + (1 if stop == total_steps and stop % eval_every else 0)
+        parts.append(Part(f"evaluation, {count} x {eval_images:,} images", count * eval_images,
+                          eval_rate, "eval", count * eval_images / eval_rate))
+        first_steps = sum(max(0.0, profile["train_step"][str(side)].get("first_step_s", 0.0)
+                              - config.batch_per_device / profile["train_step"][str(side)]["img_per_s"])
+                          for side, first, _ in schedule if first < stop)
+        in_run = setup.get("in_run_first_epoch_extra", 0.0) + setup.get("first_eval_extra", 0.0)
+        parts.append(Part("in-run set-up: FFCV first epoch and first evaluation, first step at "
+                          "each side", 0, 0.0, "set-up", in_run + first_steps))
+        return parts
+
+    parts = parts_until(total_steps)
+    last_regular = total_steps // eval_every * eval_every
+    early = None
+    if 0 < last_regular < total_steps:
+        early = (last_regular / steps_per_epoch,
+                 sum(p.seconds for p in parts_until(last_regular)) / 60)
 
     warnings = []
     for key in ("batch_per_device", "precision", "amp_dtype", "train_resolution", "eval_resolution"):
@@ -211,7 +230,10 @@ def project(config: Config, profile: dict[str, Any], profile_name: str,
         f"epochs from the {config.recipe} recipe on {config.system_id}: {config.train_epochs:g} "
         f"({config.epochs:g} x scale_schedule_ratio {config.scale_schedule_ratio:g}), "
         f"{steps_per_epoch} steps per epoch from {train_images:,} training images, "
-        f"{total_steps} steps; the whole budget is trained (no early stop at the target)",
+        f"{total_steps} steps; the table trains the whole budget"
+        + ("" if early is None else
+           f"; the run ends earlier when the target is reached at the last evaluation before the "
+           f"budget's end (epoch {early[0]:.4g}), where the published Mild runs reached it"),
         f"evaluation every {config.eval_every_epochs:g} epochs ({eval_every} steps): "
         f"{evaluations} evaluations of {eval_images:,} images, scaling with processes",
         "not counted: set-up outside the timed region (data conversion, launch, model build, "
@@ -221,7 +243,7 @@ def project(config: Config, profile: dict[str, Any], profile_name: str,
          "no price: pass price_usd_per_hour= (with price_source= and price_date=)"),
     ]
     return Projection(config.system_id, config.recipe, processes, parts, config.runs, price,
-                      assumptions, warnings)
+                      assumptions, warnings, early)
 
 
 def format_projection(projection: Projection) -> str:
@@ -236,9 +258,14 @@ def format_projection(projection: Projection) -> str:
         images = f"{part.images:,}" if part.images else "—"
         lines.append(f"| {part.what} | {images} | {rate} | {part.limited_by} | {part.seconds / 60:.3f} |")
     cost = lambda value: "—" if value is None else f"${value:,.2f}"  # noqa: E731
-    lines += [f"| **one run (run_start→run_stop)** | | | | **{p.run_minutes:.3f}** |",
-              f"| **campaign of {p.runs} runs** | | | | **{p.campaign_minutes:.3f}** |", "",
-              f"Cost: {cost(p.run_cost_usd)} per run, {cost(p.campaign_cost_usd)} for the campaign."]
+    lines += [f"| **one run (run_start→run_stop), whole budget** | | | | **{p.run_minutes:.3f}** |",
+              f"| **campaign of {p.runs} runs** | | | | **{p.campaign_minutes:.3f}** |"]
+    if p.early_stop:
+        epoch, minutes = p.early_stop
+        lines += [f"| one run reaching the target at the evaluation of epoch {epoch:.4g} | | | | {minutes:.3f} |",
+                  f"| campaign of {p.runs} such runs | | | | {minutes * p.runs:.3f} |"]
+    lines += ["", f"Cost: {cost(p.run_cost_usd)} per run, {cost(p.campaign_cost_usd)} for the campaign "
+              "(whole budget)."]
     times = [t for t in published.times_for(p.system) if p.recipe in t.label.lower()]
     rate = published.throughput_for(p.system, p.recipe)
     if times or rate:

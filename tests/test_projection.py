@@ -55,6 +55,10 @@ def test_fixed_size_run_is_the_sum_of_its_parts():
     assert result.campaign_minutes == pytest.approx(5 * expected_s / 60)
     assert [p.limited_by for p in result.parts] == ["step", "eval", "set-up"]
     assert result.run_cost_usd is None
+    # a run that reaches the target at the evaluation of step 148 stops there: 4 evaluations
+    epoch, minutes = result.early_stop
+    assert epoch == pytest.approx(148 / 937)
+    assert minutes == pytest.approx((148 * 64 / 100.0 + 4 * 2000 / 200.0 + 15.0) / 60)
 
 
 def test_a_slow_loader_limits_the_training_rate():
@@ -113,7 +117,7 @@ def test_command_prints_the_projection(tmp_path, capsys):
     assert cli_main(["project", "system=cpu", f"profile={path}", "price_usd_per_hour=1.5",
                      "price_source=test list", "price_date=2026-11"]) == 0
     out = capsys.readouterr().out
-    assert "**one run (run_start→run_stop)**" in out and "campaign of 5 runs" in out
+    assert "**one run (run_start→run_stop), whole budget**" in out and "campaign of 5 runs" in out
     assert "price $1.5/hour for the whole system: test list, 2026-11" in out
     assert "measured 2026-11-22 on test host, 2 cores" in out
     path.write_text("{not json")

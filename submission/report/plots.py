@@ -95,6 +95,7 @@ def accuracy_plot(system_dir: Path, out: Path) -> Path | None:
     ax.axhline(target.accuracy * 100, color="black", linestyle="--",
                label=f"target {target.accuracy:.1%} ({target.source})")
     ax.set_xlabel("minutes since run_start")
+    ax.set_xlim(left=0)
     ax.set_ylabel("top-1 accuracy (%)")
     ax.set_title(f"{system_dir.name}: evaluation accuracy of every run")
     ax.grid(alpha=0.3)
@@ -121,6 +122,7 @@ def throughput_plot(system_dir: Path, out: Path) -> Path | None:
     ax.set_title(f"{Path(system_dir).name}: throughput per progress window\n"
                  "(a window with an evaluation in it shows lower)", fontsize=10)
     ax.set_ylim(bottom=0)
+    ax.set_xlim(left=0)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return _save(fig, out)

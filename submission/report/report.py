@@ -73,8 +73,8 @@ def _cost_section(system_dir: Path, summary: score.Summary, price: float | None)
                 "`price_source=` and `price_date=`) to the campaign."]
     source = settings.get("price_source") or "source not given"
     date = settings.get("price_date") or "date not given"
-    if price:
-        source, date = "given with --price", "no source or date given"
+    if price and price != settings.get("price_usd_per_hour"):
+        source, date = "given explicitly, not campaign.json's price", "no source or date given"
     mean = "—" if summary.cost_per_run_usd is None else f"${summary.cost_per_run_usd:.2f}"
     return [f"${summary.price_usd_per_hour:g} per hour for the whole system ({source}; {date}): "
             f"{mean} per run on average (run_start→run_stop only)."]
