@@ -199,14 +199,22 @@ def _launch(config: Config, train_args: list[str], progress: Path | None = None)
     if progress is None:
         return subprocess.call(command, cwd=REPO_ROOT)
     progress.parent.mkdir(parents=True, exist_ok=True)
-    with open(progress, "w") as copy, subprocess.Popen(
-            command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True, bufsize=1) as job:
+
+    def relay(job, copy):
         for line in job.stdout:
             sys.stdout.write(line)
             sys.stdout.flush()
             copy.write(line)
             copy.flush()
+
+    with open(progress, "w") as copy, subprocess.Popen(
+            command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True, bufsize=1) as job:
+        try:
+            relay(job, copy)
+        except KeyboardInterrupt:   # Ctrl-C reaches the job too: keep reading while it stops,
+            relay(job, copy)        # so its last lines (and its log's run_stop) are not cut off
+            raise
     return job.returncode
 
 

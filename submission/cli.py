@@ -51,11 +51,16 @@ def cmd_score(words: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m submission score")
     parser.add_argument("system_dir", help="results/<system_name>")
     parser.add_argument("--price", type=float, default=None, help="USD per hour (default: campaign's)")
+    parser.add_argument("--ruleset", default=score.RULESET,
+                        help="ruleset the official compliance checker judges each log by")
     args = parser.parse_args(words)
     folder = Path(args.system_dir)
     if not folder.is_dir():
         raise ConfigError(f"{folder} is not a results folder (expected results/<system_name>)")
-    summary = score.summarize(folder, args.price) if args.price is not None else score.summarize(folder)
+    from .compliance import known_rulesets
+    if args.ruleset not in known_rulesets():
+        raise ConfigError(f"unknown ruleset {args.ruleset}: mlperf-logging knows {', '.join(known_rulesets())}")
+    summary = score.summarize(folder, args.price, args.ruleset)
     score.write_summary(folder, summary)
     print((folder / "summary.md").read_text())
     return 0 if summary.valid else 1

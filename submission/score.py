@@ -267,7 +267,7 @@ def write_summary(system_dir: Path, summary: Summary) -> tuple[Path, Path]:
 
 def compare_systems(results_dir: Path, prices: dict[str, float] | None = None) -> str:
     """Markdown table over every results/<system_name>/ with result files or a summary.
-    prices: USD per hour by folder name, for systems whose campaign.json has none."""
+    prices: USD per hour by folder name, used instead of campaign.json's price."""
     rows = []
     for system_dir in sorted(p for p in Path(results_dir).iterdir() if p.is_dir()):
         if result_files(system_dir):
@@ -279,7 +279,7 @@ def compare_systems(results_dir: Path, prices: dict[str, float] | None = None) -
                 continue
         else:
             continue
-        campaign = _campaign(system_dir)
+        campaign = read_campaign(system_dir)
         short = campaign.get("system")
         name = system_dir.name + (f" ({short})" if short and short != system_dir.name else "")
         rows.append("| " + " | ".join([
@@ -321,7 +321,8 @@ def write_comparison(results_dir: Path) -> Path:
 
 
 # ---------------------------------------------------------------------------
-def _campaign(system_dir: Path) -> dict[str, Any]:
+def read_campaign(system_dir: Path) -> dict[str, Any]:
+    """system_dir/campaign.json, or {} when there is none (foreign logs) or it is unreadable."""
     path = Path(system_dir) / "campaign.json"
     try:
         data = json.loads(path.read_text())
@@ -330,8 +331,13 @@ def _campaign(system_dir: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def campaign_settings(system_dir: Path) -> dict[str, Any]:
+    """The settings a campaign was started with ({} without campaign.json)."""
+    return (read_campaign(system_dir).get("config") or {}).get("settings") or {}
+
+
 def _campaign_price(system_dir: Path) -> float:
-    settings = (_campaign(system_dir).get("config") or {}).get("settings") or {}
+    settings = campaign_settings(system_dir)
     return _as_float(settings.get("price_usd_per_hour")) or 0.0
 
 

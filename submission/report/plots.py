@@ -35,7 +35,7 @@ class Target:
 
 
 def target_of(system_dir: Path) -> Target:
-    settings = (score._campaign(system_dir).get("config") or {}).get("settings") or {}
+    settings = score.campaign_settings(system_dir)
     if isinstance(settings.get("target_accuracy"), (int, float)):
         return Target(float(settings["target_accuracy"]), "campaign.json target_accuracy")
     return Target(MLPERF_RESNET_TARGET, "MLPerf ResNet-50 target (no campaign.json)")

@@ -67,7 +67,7 @@ def _bench_section(system_dir: Path) -> list[str]:
 
 
 def _cost_section(system_dir: Path, summary: score.Summary, price: float | None) -> list[str]:
-    settings = (score._campaign(system_dir).get("config") or {}).get("settings") or {}
+    settings = score.campaign_settings(system_dir)
     if not summary.price_usd_per_hour:
         return ["No price: pass `--price USD_PER_HOUR` here, or `price_usd_per_hour=` (with "
                 "`price_source=` and `price_date=`) to the campaign."]
@@ -85,7 +85,7 @@ def build_report(system_dir: Path, price: float | None = None) -> tuple[str, dic
     summaries = sibling_summaries(system_dir, price)
     summary = summaries[0]
     drawn = plots.draw_all(system_dir, summaries)
-    campaign = score._campaign(system_dir)
+    campaign = score.read_campaign(system_dir)
     target = plots.target_of(system_dir)
     if campaign:
         settings = (campaign.get("config") or {}).get("settings") or {}
