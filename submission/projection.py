@@ -257,22 +257,28 @@ def format_projection(projection: Projection) -> str:
         rate = f"{part.img_per_s:,.0f}" if part.img_per_s else "—"
         images = f"{part.images:,}" if part.images else "—"
         lines.append(f"| {part.what} | {images} | {rate} | {part.limited_by} | {part.seconds / 60:.3f} |")
-    cost = lambda value: "—" if value is None else f"${value:,.2f}"  # noqa: E731
+
+    def cost(value: float | None) -> str:
+        return "—" if value is None else f"${value:,.2f}"
+
     lines += [f"| **one run (run_start→run_stop), whole budget** | | | | **{p.run_minutes:.3f}** |",
               f"| **campaign of {p.runs} runs** | | | | **{p.campaign_minutes:.3f}** |"]
     if p.early_stop:
         epoch, minutes = p.early_stop
         lines += [f"| one run reaching the target at the evaluation of epoch {epoch:.4g} | | | | {minutes:.3f} |",
                   f"| campaign of {p.runs} such runs | | | | {minutes * p.runs:.3f} |"]
-    lines += ["", f"Cost: {cost(p.run_cost_usd)} per run, {cost(p.campaign_cost_usd)} for the campaign "
-              "(whole budget)."]
     times = [t for t in published.times_for(p.system) if p.recipe in t.label.lower()]
     rate = published.throughput_for(p.system, p.recipe)
+    lines += [f"| *published* {t.label}, to {t.target:.1%} top-1 ({t.source}) | | | | {t.minutes:g} |"
+              for t in times]
+    if rate:
+        lines.append(f"| *published* {rate.label} training throughput ({rate.source}) | | "
+                     f"{rate.img_per_s:,.0f} | | |")
+    lines += ["", f"Cost: {cost(p.run_cost_usd)} per run, {cost(p.campaign_cost_usd)} for the campaign "
+              "(whole budget)."]
     if times or rate:
-        lines += ["", "Published for this system (not measured here):"]
-        lines += [f"- {t.label}: {t.minutes:g} min to {t.target:.1%} top-1 ({t.source})" for t in times]
-        if rate:
-            lines.append(f"- {rate.label} training throughput {rate.img_per_s:,.0f} img/s ({rate.source})")
+        lines.append("Rows marked *published* were not measured here: the figures of the write-ups "
+                     "for this system, beside the projection.")
     lines += ["", "Assumptions:"] + [f"- {a}" for a in p.assumptions]
     if p.warnings:
         lines += ["", "**Warnings:**"] + [f"- {w}" for w in p.warnings]
