@@ -114,9 +114,12 @@ def throughput_plot(system_dir: Path, out: Path) -> Path | None:
         ax.plot([m for m, _, _ in points], [r for _, r, _ in points], marker=".",
                 label=Path(name).stem)
     first = next(iter(series.values()))
-    for minutes, rate, side in first:     # the training side of each window, on one run
-        ax.annotate(f"{side}px", (minutes, rate), fontsize=6, textcoords="offset points",
-                    xytext=(0, 4), ha="center")
+    previous = None
+    for minutes, rate, side in first:     # where the training side changes, on one run
+        if side != previous:
+            ax.annotate(f"{side}px", (minutes, rate), fontsize=7, textcoords="offset points",
+                        xytext=(0, 5), ha="center")
+        previous = side
     ax.set_xlabel("minutes since the start of training")
     ax.set_ylabel("training throughput (img/s, whole system)")
     ax.set_title(f"{Path(system_dir).name}: throughput per progress window\n"
@@ -134,7 +137,9 @@ def systems_plot(summaries: list[score.Summary], out: Path) -> Path | None:
         return None
     names = [s.system_name for s in scored]
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.2 + 0.3 * len(names)))
-    bars = left.barh(names, [s.score_minutes for s in scored], color="tab:blue")
+    minutes = [s.score_minutes for s in scored]
+    bars = left.barh(names, minutes, color="tab:blue")
+    left.set_xlim(0, max(minutes) * 1.3)
     left.bar_label(bars, labels=[f"{s.score_minutes:.3f} min" for s in scored], fontsize=8, padding=2)
     left.set_xlabel("olympic score (minutes, run_start→run_stop)")
     left.set_title("time to target")
@@ -142,14 +147,14 @@ def systems_plot(summaries: list[score.Summary], out: Path) -> Path | None:
     bars = right.barh(names, costs, color="tab:green")
     right.bar_label(bars, labels=["" if s.cost_per_run_usd is None else f"${s.cost_per_run_usd:.2f}"
                                   for s in scored], fontsize=8, padding=2)
+    right.set_xlim(0, max(costs) * 1.3 if any(costs) else 1.0)
     for y, s in enumerate(scored):
         if s.cost_per_run_usd is None:
-            right.annotate("no price", (0, y), xytext=(3, -3), textcoords="offset points", fontsize=8)
+            right.annotate("no price given", (0, y), xytext=(3, -3), textcoords="offset points", fontsize=8)
     right.set_xlabel("mean cost per run (USD)")
     right.set_title("cost per run")
     for ax in (left, right):
         ax.grid(axis="x", alpha=0.3)
-        ax.margins(x=0.2)
     return _save(fig, out)
 
 
