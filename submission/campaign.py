@@ -22,6 +22,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -275,23 +276,45 @@ def _set_aside(partial: Path, index: int) -> None:
           flush=True)
 
 
-def _launch(config: Config, train_args: list[str]) -> int:
-    """One torchrun job. Ctrl-C (or SIGTERM) stops it cleanly: torchrun gets SIGTERM and
-    passes it to the workers, which log run_stop aborted with the reason; then the
-    campaign stops with a message saying how to resume."""
-    job = subprocess.Popen(torchrun_command(config, train_args), cwd=REPO_ROOT)
+def _launch(config: Config, train_args: list[str], progress: Path | None = None) -> int:
+    """One torchrun job; with `progress`, its output also goes to that file (the progress
+    lines the plots read: results/<system>/progress/run_<i>.log). Ctrl-C (or SIGTERM)
+    stops it cleanly: torchrun gets SIGTERM and passes it to the workers, which log
+    run_stop aborted with the reason; then the campaign stops saying how to resume."""
+    copy = None
+    if progress is not None:
+        progress.parent.mkdir(parents=True, exist_ok=True)
+        copy = open(progress, "w")
+    job = subprocess.Popen(torchrun_command(config, train_args), cwd=REPO_ROOT, text=True, bufsize=1,
+                           stdout=subprocess.PIPE if copy else None,
+                           stderr=subprocess.STDOUT if copy else None)
     try:
-        return job.wait()
-    except KeyboardInterrupt:
-        job.send_signal(signal.SIGTERM)
         try:
-            job.wait(timeout=STOP_GRACE_S)
-        except subprocess.TimeoutExpired:
-            job.kill()
-            job.wait()
-        raise CampaignError("interrupted: the run in progress was stopped and its partial log "
-                            "kept; re-run the same command to resume (complete runs are kept, "
-                            "the interrupted one is redone)") from None
+            return _relay(job, copy)
+        except KeyboardInterrupt:
+            job.send_signal(signal.SIGTERM)
+            killer = threading.Timer(STOP_GRACE_S, job.kill)
+            killer.start()
+            try:
+                _relay(job, copy)       # keep its last lines: the run_stop it logs
+            finally:
+                killer.cancel()
+            raise CampaignError("interrupted: the run in progress was stopped and its partial "
+                                "log kept; re-run the same command to resume (complete runs "
+                                "are kept, the interrupted one is redone)") from None
+    finally:
+        if copy:
+            copy.close()
+
+
+def _relay(job: subprocess.Popen, copy) -> int:
+    if copy is not None:
+        for line in job.stdout:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+            copy.write(line)
+            copy.flush()
+    return job.wait()
 
 
 def _enough_images(config: Config, data) -> None:
@@ -349,7 +372,8 @@ def _run_all(config: Config, seeds: list[int], config_file: Path, data_file: Pat
         rc = _launch(config, [
             "--config", str(config_file), "--data", str(data_file), "--run-index", str(index),
             "--runs", str(len(seeds)), "--seed", str(seeds[index]), "--result", str(final),
-            "--cache-cleared", str(int(cleared)), "--remaining", str(len(todo) - position - 1)])
+            "--cache-cleared", str(int(cleared)), "--remaining", str(len(todo) - position - 1)],
+            progress=system_dir(config) / "progress" / f"run_{index}.log")
         if rc != 0 or not final.is_file():
             kept = f"its partial log is {partial}" if partial.exists() else "no log was written"
             raise CampaignError(
@@ -392,7 +416,9 @@ def finish_campaign(config: Config) -> int:
     summary = score.summarize(folder, config.price_usd_per_hour)
     score.write_summary(folder, summary)
     score.write_comparison(results_root(config))
-    print(f"[campaign] results: {folder / 'resnet'}\n[campaign] summary: {folder / 'summary.md'}")
+    from .report.report import write_report
+    print(f"[campaign] results: {folder / 'resnet'}\n[campaign] summary: {folder / 'summary.md'}\n"
+          f"[campaign] report with plots: {write_report(folder, config.price_usd_per_hour)}")
     print((folder / "summary.md").read_text())
     all_reached = all(run.status == "success" for run in summary.runs)
     if not config.package:

@@ -8,6 +8,8 @@
   check PATH                                       the official MLPerf checkers
   describe [system=NAME] [--ruleset R]             the MLPerf system description JSON
   settings [recipe=NAME]                           every setting, its value and meaning
+  project system=NAME profile=FILE [key=value ...] projected minutes and dollars of a run
+  report RESULTS_DIR                               report.md with plots and tables
 """
 from __future__ import annotations
 
@@ -18,7 +20,8 @@ from pathlib import Path
 
 from .config import REPO_ROOT, ConfigError, describe_settings, parse_overrides, resolve
 
-VERBS = ("run", "prepare", "score", "compare", "package", "check", "describe", "settings")
+VERBS = ("run", "prepare", "score", "compare", "package", "check", "describe", "settings",
+         "project", "report")
 
 
 def _resolve(words: list[str]):
@@ -52,11 +55,16 @@ def cmd_score(words: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m submission score")
     parser.add_argument("system_dir", help="results/<system_name>")
     parser.add_argument("--price", type=float, default=None, help="USD per hour (default: campaign's)")
+    parser.add_argument("--ruleset", default=score.RULESET,
+                        help="ruleset the official compliance checker judges each log by")
     args = parser.parse_args(words)
     folder = Path(args.system_dir)
     if not folder.is_dir():
         raise ConfigError(f"{folder} is not a results folder (expected results/<system_name>)")
-    summary = score.summarize(folder, args.price) if args.price is not None else score.summarize(folder)
+    from .compliance import known_rulesets
+    if args.ruleset not in known_rulesets():
+        raise ConfigError(f"unknown ruleset {args.ruleset}: mlperf-logging knows {', '.join(known_rulesets())}")
+    summary = score.summarize(folder, args.price, args.ruleset)
     score.write_summary(folder, summary)
     print((folder / "summary.md").read_text())
     return 0 if summary.valid else 1
@@ -101,6 +109,16 @@ def cmd_describe(words: list[str]) -> int:
         words = words[:at] + words[at + 2:]
     print(json.dumps(for_ruleset(run_description(_resolve(words)), ruleset), indent=2))
     return 0
+
+
+def cmd_project(words: list[str]) -> int:
+    from . import projection
+    return projection.main(words)
+
+
+def cmd_report(words: list[str]) -> int:
+    from .report import report
+    return report.main(words)
 
 
 def main(argv: list[str] | None = None) -> int:

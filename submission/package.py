@@ -73,7 +73,7 @@ def build_package(results_dir: Path, system_names: list[str], org: str, out_root
     from .compliance import check_path
     verdicts = list(check_path(final))
     return PackageResult(path=final, verdicts=verdicts,
-                         passed=bool(verdicts) and all(v.passed for v in verdicts))
+                         passed=bool(verdicts) and all(v.ok for v in verdicts))
 
 
 # ---------------------------------------------------------------------------

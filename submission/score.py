@@ -1,16 +1,20 @@
 """Scores of a campaign: per-run figures and the MLPerf olympic mean.
 
-Result files are read with mlperf_logging's own parser, and the olympic mean is the
-official result summarizer's `_compute_olympic_average`, so the score printed here is
-the one `python -m mlperf_logging.result_summarizer` prints for the same files.
+Result files are read with mlperf_logging's own parser, the olympic mean is the
+official result summarizer's `_compute_olympic_average`, and the score is multiplied by
+the benchmark folder's `scaling.json` factor with the summarizer's `_get_scaling_factor`
+(review committees add that file), so the score printed here is the one
+`python -m mlperf_logging.result_summarizer` prints for the same files.
 
-A run counts as converged when its run_stop says `status: success`. A run that
-stopped `aborted`, one without run_stop (`incomplete`) and one with unreadable lines
-count as dropped (non-converged) runs, as the summarizer counts runs it cannot score:
-the olympic mean then drops only the fastest converged run (the dropped run stands
-for the slowest). MLPerf ResNet needs exactly 5 result files and allows 1 dropped run.
-
-This module reads logs only; the compliance checkers are run by submission.compliance.
+A run counts as converged when the summarizer's own reader accepts it (the official
+compliance checker passes and every line parses: submission.compliance
+.summarizer_rejection) and its run_stop says `status: success`. A run that stopped
+`aborted`, one without run_stop (`incomplete`) and one the summarizer rejects count as
+dropped (non-converged) runs: the olympic mean then drops only the fastest converged
+run (the dropped run stands for the slowest). MLPerf ResNet needs exactly 5 result
+files and allows 1 dropped run. One difference is deliberate: in the open division the
+official summarizer does not look at run_stop's status and would time an aborted run
+as if it had converged; here it is dropped.
 """
 from __future__ import annotations
 
@@ -44,10 +48,12 @@ class RunResult:
     cost_usd: float | None          # minutes / 60 * price per hour; None without a price
     reason: str = ""                # run_stop `reason`, or why the run cannot be scored
     unreadable_lines: int = 0       # lines the MLPerf parser could not read
+    rejected: str = ""              # why the official summarizer drops it ("" when it scores it)
 
     @property
     def converged(self) -> bool:
-        return self.status == "success" and self.minutes is not None and not self.unreadable_lines
+        return (self.status == "success" and self.minutes is not None and not self.unreadable_lines
+                and not self.rejected)
 
 
 @dataclass
@@ -60,6 +66,7 @@ class Summary:
     cost_per_run_usd: float | None = None               # mean over runs with a time
     price_usd_per_hour: float = 0.0
     dropped: int = 0                # runs counted as non-converged
+    scaling_factor: float = 1.0     # resnet/scaling.json, multiplied into the score
 
     @property
     def mean_img_per_s(self) -> float | None:
@@ -87,11 +94,13 @@ def result_files(system_dir: Path) -> list[Path]:
     return [p for _, p in sorted(found)]
 
 
-def read_run(path: Path, price_usd_per_hour: float = 0.0) -> RunResult:
+def read_run(path: Path, price_usd_per_hour: float = 0.0, ruleset: str = RULESET) -> RunResult:
     """One result file -> its figures (nothing raised for a partial or odd file)."""
     from mlperf_logging.compliance_checker.mlp_parser import parse_file
 
-    loglines, failed = parse_file(str(path), ruleset=RULESET)
+    from .compliance import summarizer_rejection
+
+    loglines, failed = parse_file(str(path), ruleset=ruleset)
     first: dict[str, Any] = {}
     seed = train_samples = accuracy = last_epoch = None
     for line in loglines:
@@ -129,7 +138,7 @@ def read_run(path: Path, price_usd_per_hour: float = 0.0) -> RunResult:
     return RunResult(file=Path(path).name, seed=seed, status=status, epochs=epochs,
                      accuracy=accuracy, minutes=minutes, train_samples=train_samples,
                      img_per_s=img_per_s, cost_usd=cost, reason=reason,
-                     unreadable_lines=len(failed))
+                     unreadable_lines=len(failed), rejected=summarizer_rejection(path, ruleset))
 
 
 def olympic_score(runs: list[RunResult]) -> tuple[float | None, int]:
@@ -148,16 +157,34 @@ def olympic_score(runs: list[RunResult]) -> tuple[float | None, int]:
     return _compute_olympic_average(sorted(scores), dropped, max_dropped_scores=MAX_DROPPED), dropped
 
 
-def summarize(system_dir: Path, price_usd_per_hour: float | None = 0.0) -> Summary:
+def scaling_factor(system_dir: Path) -> float:
+    """The summarizer's factor from system_dir/resnet/scaling.json (1.0 without the file)."""
+    from mlperf_logging.result_summarizer.result_summarizer import _get_scaling_factor
+
+    folder = Path(system_dir) / BENCHMARK
+    try:
+        return float(_get_scaling_factor(str(folder)))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{folder / 'scaling.json'} is not a scaling file the MLPerf result "
+                         f"summarizer can read ({type(exc).__name__}: {exc}); it must be "
+                         '{"scaling_factor": <number>}') from None
+
+
+def summarize(system_dir: Path, price_usd_per_hour: float | None = 0.0,
+              ruleset: str = RULESET) -> Summary:
     """Score the result files of one system (results/<system_name>/).
 
     price_usd_per_hour: hourly price of the whole system; when 0 or None it is read
     from campaign.json (config settings price_usd_per_hour); 0 there means no cost.
+    ruleset: the one the official compliance checker judges each file by.
     """
     system_dir = Path(system_dir)
     price = float(price_usd_per_hour or 0.0) or _campaign_price(system_dir)
-    runs = [read_run(p, price) for p in result_files(system_dir)]
+    runs = [read_run(p, price, ruleset) for p in result_files(system_dir)]
+    factor = scaling_factor(system_dir)
     score, dropped = olympic_score(runs)
+    if score is not None:
+        score *= factor
 
     reasons = []
     n = len(runs)
@@ -184,7 +211,7 @@ def summarize(system_dir: Path, price_usd_per_hour: float | None = 0.0) -> Summa
     return Summary(system_name=system_dir.name, runs=runs, score_minutes=score,
                    valid=not reasons and score is not None, reasons=reasons,
                    cost_per_run_usd=statistics.fmean(costs) if costs else None,
-                   price_usd_per_hour=price, dropped=dropped)
+                   price_usd_per_hour=price, dropped=dropped, scaling_factor=factor)
 
 
 # ---------------------------------------------------------------------------
@@ -194,6 +221,8 @@ def summary_markdown(summary: Summary) -> str:
              "|---|---|---|---|---|---|---|---|"]
     for run in summary.runs:
         status = run.status + (f" ({run.reason})" if run.reason else "")
+        if run.rejected:
+            status += f"; dropped by the official summarizer: {run.rejected}"
         lines.append("| " + " | ".join([
             run.file, _fmt(run.seed, "{}"), status.replace("|", "/"), _fmt(run.epochs, "{:.4g}"),
             _fmt(None if run.accuracy is None else run.accuracy * 100, "{:.2f}%"),
@@ -206,7 +235,9 @@ def summary_markdown(summary: Summary) -> str:
         how = ("drop the fastest and the slowest, mean of the rest" if summary.dropped == 0 else
                f"{summary.dropped} non-converged run dropped as the slowest, the fastest dropped, "
                "mean of the rest")
-        lines.append(f"**Score: {summary.score_minutes:.3f} minutes** (MLPerf olympic mean: {how}).")
+        scaled = ("" if summary.scaling_factor == 1.0 else
+                  f", x {summary.scaling_factor:g} from {BENCHMARK}/scaling.json")
+        lines.append(f"**Score: {summary.score_minutes:.3f} minutes** (MLPerf olympic mean: {how}{scaled}).")
     lines.append("")
     if summary.valid:
         lines.append(f"Valid MLPerf ResNet score: {len(summary.runs)} runs, "
@@ -234,12 +265,13 @@ def write_summary(system_dir: Path, summary: Summary) -> tuple[Path, Path]:
     return md, js
 
 
-def compare_systems(results_dir: Path) -> str:
-    """Markdown table over every results/<system_name>/ with result files or a summary."""
+def compare_systems(results_dir: Path, prices: dict[str, float] | None = None) -> str:
+    """Markdown table over every results/<system_name>/ with result files or a summary.
+    prices: USD per hour by folder name, used instead of campaign.json's price."""
     rows = []
     for system_dir in sorted(p for p in Path(results_dir).iterdir() if p.is_dir()):
         if result_files(system_dir):
-            data = summarize(system_dir).to_dict()
+            data = summarize(system_dir, (prices or {}).get(system_dir.name)).to_dict()
         elif (system_dir / "summary.json").is_file():
             try:
                 data = json.loads((system_dir / "summary.json").read_text())
@@ -247,7 +279,7 @@ def compare_systems(results_dir: Path) -> str:
                 continue
         else:
             continue
-        campaign = _campaign(system_dir)
+        campaign = read_campaign(system_dir)
         short = campaign.get("system")
         name = system_dir.name + (f" ({short})" if short and short != system_dir.name else "")
         rows.append("| " + " | ".join([
@@ -258,11 +290,28 @@ def compare_systems(results_dir: Path) -> str:
     header = ["# ResNet-50: systems compared", "",
               "| system | runs | score (min) | valid | mean cost per run | mean img/s |",
               "|---|---|---|---|---|---|"]
-    if not rows:
-        return "\n".join(header[:2] + ["No system has results yet."]) + "\n"
+    published_rows, notes = published_table_rows()
     footer = ["", "Score: MLPerf olympic mean of run_stop - run_start over 5 runs. "
-              f"Throughput: {IMG_S_LABEL}. Per-system details: <system>/summary.md."]
-    return "\n".join(header + rows + footer) + "\n"
+              f"Throughput: {IMG_S_LABEL}. Per-system details: <system>/summary.md.",
+              "", "Rows marked *published* were not run by this project (their img/s is the "
+              "write-up's training throughput, not run_start→run_stop); their sources:", ""] + notes
+    if not rows:
+        header.insert(2, "No system has results here yet; published figures only.\n")
+    return "\n".join(header + rows + published_rows + footer) + "\n"
+
+
+def published_table_rows() -> tuple[list[str], list[str]]:
+    """Rows of the published figures in the comparison table's columns, and the
+    numbered source notes they cite."""
+    from . import published
+
+    sources = published.sources()
+    cite = {source: f"[{i}]" for i, source in enumerate(sources, start=1)}
+    rows = [f"| *published* {t.label}, to {t.target:.1%} top-1, {t.hardware} {cite[t.source]} | "
+            f"{t.runs} | {t.minutes:.2f} | (published) | — | — |" for t in published.TIMES]
+    rows += [f"| *published* {t.label} throughput, {t.hardware} {cite[t.source]} | — | — | — | — | "
+             f"{t.img_per_s:,.0f} |" for t in published.THROUGHPUTS]
+    return rows, [f"{cite[s]} {s}" for s in sources]
 
 
 def write_comparison(results_dir: Path) -> Path:
@@ -272,7 +321,8 @@ def write_comparison(results_dir: Path) -> Path:
 
 
 # ---------------------------------------------------------------------------
-def _campaign(system_dir: Path) -> dict[str, Any]:
+def read_campaign(system_dir: Path) -> dict[str, Any]:
+    """system_dir/campaign.json, or {} when there is none (foreign logs) or it is unreadable."""
     path = Path(system_dir) / "campaign.json"
     try:
         data = json.loads(path.read_text())
@@ -281,8 +331,13 @@ def _campaign(system_dir: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def campaign_settings(system_dir: Path) -> dict[str, Any]:
+    """The settings a campaign was started with ({} without campaign.json)."""
+    return (read_campaign(system_dir).get("config") or {}).get("settings") or {}
+
+
 def _campaign_price(system_dir: Path) -> float:
-    settings = (_campaign(system_dir).get("config") or {}).get("settings") or {}
+    settings = campaign_settings(system_dir)
     return _as_float(settings.get("price_usd_per_hour")) or 0.0
 
 

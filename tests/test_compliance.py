@@ -227,3 +227,46 @@ def test_folder_without_result_files_exits_2(tmp_path):
     proc = run_check(tmp_path)
     assert proc.returncode == 2 and "nothing to check" in proc.stderr
     assert compliance.main([str(tmp_path)]) == 2
+
+
+# ---- olympic scoring in a package --------------------------------------------------
+def _break_runs(org: Path, indices) -> None:
+    [folder] = (org / "results").glob("*/resnet")
+    for i in indices:
+        write(folder, make_log(eval_epoch_num=False, org="TestOrg", platform=folder.parent.name),
+              f"result_{i}.txt")
+
+
+def test_one_non_compliant_run_is_reported_but_accepted_as_the_package_checker_does(tmp_path):
+    org = _package(tmp_path)
+    _break_runs(org, [3])
+    verdicts = check_path(org, ("2.0.0",))
+    [package] = [v for v in verdicts if v.checker == "package"]
+    assert package.passed                                  # the official checker accepts it
+    accepted = [v for v in verdicts if v.accepted]
+    assert accepted and {Path(v.target).name for v in accepted} == {"result_3.txt"}
+    assert all(not v.passed and "epoch_num" in v.reason for v in accepted)
+    assert not [v for v in verdicts if not v.ok]
+    proc = run_check(org, "--ruleset", "2.0.0")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    row = next(line for line in proc.stdout.splitlines() if "result_3.txt" in line and " compliance " in line)
+    assert "ACCEPTED" in row and "epoch_num" in row
+    assert "accepted under olympic scoring" in proc.stdout and "FAIL" not in proc.stdout
+
+
+def test_two_non_compliant_runs_fail_the_package(tmp_path):
+    org = _package(tmp_path)
+    _break_runs(org, [1, 3])
+    verdicts = check_path(org, ("2.0.0",))
+    [package] = [v for v in verdicts if v.checker == "package"]
+    assert not package.passed and "do not comply" in package.reason
+    failed = {Path(v.target).name for v in verdicts if not v.ok and v.checker == "compliance"}
+    assert failed == {"result_1.txt", "result_3.txt"} and not any(v.accepted for v in verdicts)
+
+
+def test_a_lone_file_outside_a_package_is_judged_strictly(tmp_path):
+    org = _package(tmp_path)
+    _break_runs(org, [3])
+    [folder] = (org / "results").glob("*/resnet")
+    assert compliance.main([str(folder / "result_3.txt"), "--ruleset", "2.0.0"]) == 1
+    assert compliance.main([str(folder), "--ruleset", "2.0.0"]) == 1

@@ -193,7 +193,8 @@ def test_compare_systems(tmp_path):
          "mean_img_per_s": 1234.0}))
 
     table = score.compare_systems(tmp_path)
-    rows = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line]
+    rows = [line for line in table.splitlines()
+            if line.startswith("| ") and "---" not in line and "*published*" not in line]
     assert rows[0].startswith("| system | runs | score (min) | valid |")
     mean_img_s = sum(TRAIN_SAMPLES * 2 / (m * 60) for m in (10, 20, 30, 40, 50)) / 5
     assert rows[1] == f"| alpha (a) | 5 | 30.000 | yes | $30.00 | {mean_img_s:,.0f} |"
@@ -203,3 +204,75 @@ def test_compare_systems(tmp_path):
 
     path = score.write_comparison(tmp_path)
     assert path == tmp_path / "comparison.md" and path.read_text() == table
+
+
+# ---- equal to the official result summarizer ---------------------------------------
+def _official_score(folder):
+    """The score of the summarizer's own function for one benchmark folder."""
+    from mlperf_logging.result_summarizer.result_summarizer import _compute_strong_score_standalone
+    official, _, factor = _compute_strong_score_standalone(
+        "resnet", folder.name, False, str(folder / "resnet"), "training", score.RULESET)
+    return official, factor
+
+
+def _break_compliance(path):
+    """Drop the submission_benchmark line: the official compliance checker then fails the
+    file, although its run_stop still says success."""
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(line for line in lines if '"submission_benchmark"' not in line))
+
+
+def test_scaling_json_is_multiplied_in_as_the_summarizer_does(tmp_path):
+    folder = _system(tmp_path, [28.0, 28.5, 29.1, 27.9, 30.2])
+    unscaled = score.summarize(folder).score_minutes
+    (folder / "resnet" / "scaling.json").write_text(json.dumps({"scaling_factor": 1.0044}))
+    summary = score.summarize(folder)
+    official, factor = _official_score(folder)
+    assert factor == 1.0044 and summary.scaling_factor == 1.0044
+    assert summary.score_minutes == pytest.approx(official, abs=1e-12)
+    assert summary.score_minutes == pytest.approx(unscaled * 1.0044)
+    assert "x 1.0044 from resnet/scaling.json" in score.summary_markdown(summary)
+
+
+def test_bad_scaling_json_is_a_clear_error(tmp_path):
+    folder = _system(tmp_path, [10.0] * 5)
+    (folder / "resnet" / "scaling.json").write_text(json.dumps({"factor": 2}))
+    with pytest.raises(ValueError, match="scaling.json.*scaling_factor"):
+        score.summarize(folder)
+
+
+def test_a_non_compliant_run_is_dropped_as_the_summarizer_does(tmp_path):
+    folder = _system(tmp_path, [10.0, 20.0, 5.0, 30.0, 40.0])
+    _break_compliance(folder / "resnet" / "result_2.txt")
+    summary = score.summarize(folder)
+    run = summary.runs[2]
+    assert run.status == "success" and not run.converged
+    assert run.rejected.startswith("Compliance check failed")
+    assert summary.dropped == 1 and summary.valid is True
+    assert summary.score_minutes == pytest.approx((20 + 30 + 40) / 3)
+    assert summary.score_minutes == pytest.approx(_official_score(folder)[0], abs=1e-12)
+    assert "dropped by the official summarizer: Compliance check failed" in score.summary_markdown(summary)
+
+
+def test_two_non_compliant_runs_leave_no_score_in_either(tmp_path):
+    folder = _system(tmp_path, [10.0, 20.0, 30.0, 40.0, 50.0])
+    for i in (0, 3):
+        _break_compliance(folder / "resnet" / f"result_{i}.txt")
+    summary = score.summarize(folder)
+    assert summary.dropped == 2 and summary.score_minutes is None and not summary.valid
+    assert _official_score(folder)[0] is None
+
+
+def test_compare_shows_published_figures_labelled_with_their_source(tmp_path):
+    write_runs(tmp_path / "alpha", [10.0, 20.0, 30.0, 40.0, 50.0])
+    table = score.compare_systems(tmp_path)
+    published = [line for line in table.splitlines() if "*published*" in line and line.startswith("| ")]
+    mild = next(line for line in published if "MLPerf v2.0 open" in line)
+    assert "| 5 | 23.79 | (published) |" in mild and "8x A100-80GB" in mild
+    assert any("Baseline" in line and "| 110.50 |" in line for line in published)
+    assert any("AWS p4d.24xlarge" in line and "| 21,582 |" in line for line in published)
+    assert any("Oracle BM.GPU4.8" in line and "| 22,242 |" in line for line in published)
+    assert "[1] MosaicML, MLPerf Training v2.0 open division" in table
+    # our own system comes first, in the same table
+    lines = table.splitlines()
+    assert lines.index(next(l for l in lines if l.startswith("| alpha"))) < lines.index(published[0])

@@ -1,0 +1,305 @@
+"""Time and cost of a run and of a campaign on a system, projected from measured figures.
+
+    python -m submission project system=NAME profile=FILE [dp_efficiency=F] [key=value ...]
+
+The profile is the JSON `python -m submission.bench ... json=FILE` writes on a machine:
+per-process training-step rate at every image side of the progressive-resizing
+schedule, evaluation rate, FFCV loader rate and its thread count, and the one-time
+costs inside a run. The projection walks the resolved schedule of the chosen recipe on
+NAME step by step, as train.py does, and adds up:
+
+  training   per side: images / min(step rate x processes x data-parallel efficiency,
+             loader rate per thread x loader threads per process x processes)
+  evaluation evaluations x eval images / (eval rate x processes)
+  set-up     inside the timed region: FFCV's first-epoch and first-evaluation extra
+             time, and the first step at each new side
+
+It assumes the run trains its whole epoch budget (the published Mild runs reached the
+target at their last evaluations) and every assumption is printed with the figures.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .config import Config, ConfigError, parse_overrides, resolve
+from .methods.progressive_resize import side_at
+
+SCHEMA = 1
+# Images per split of the data sets the harness prepares (before train_limit / eval_limit):
+# ImageNet-1k (ILSVRC 2012) and Fashion-MNIST, as their publishers list them.
+DATASET_IMAGES = {"imagenet": (1_281_167, 50_000), "fashion-mnist": (60_000, 10_000)}
+# Assumed share of linear scaling kept by data-parallel training over several processes
+# when no measurement is given (dp_efficiency=); 1 process needs none.
+DEFAULT_DP_EFFICIENCY = 0.90
+BENCH_HINT = ("measure one on the target machine: `python -m submission.bench system={system} "
+              "json=profile-{system}.json`, then `python -m submission project system={system} "
+              "profile=profile-{system}.json`")
+
+
+class ProfileError(ConfigError):
+    """The profile is missing, unreadable or lacks a figure the projection needs."""
+
+
+@dataclass
+class Part:
+    what: str
+    images: int
+    img_per_s: float          # whole system
+    limited_by: str
+    seconds: float
+
+
+@dataclass
+class Projection:
+    system: str
+    recipe: str
+    processes: int
+    parts: list[Part]
+    runs: int
+    price_usd_per_hour: float
+    assumptions: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    # (epoch, minutes) of a run that reaches the target at the last evaluation before the
+    # end of its budget; None when that evaluation is the budget's last step
+    early_stop: tuple[float, float] | None = None
+
+    @property
+    def run_minutes(self) -> float:
+        return sum(p.seconds for p in self.parts) / 60
+
+    @property
+    def campaign_minutes(self) -> float:
+        return self.run_minutes * self.runs
+
+    @property
+    def run_cost_usd(self) -> float | None:
+        return self.run_minutes / 60 * self.price_usd_per_hour if self.price_usd_per_hour else None
+
+    @property
+    def campaign_cost_usd(self) -> float | None:
+        cost = self.run_cost_usd
+        return None if cost is None else cost * self.runs
+
+
+# ---------------------------------------------------------------------------
+def load_profile(path: Path, system: str) -> dict[str, Any]:
+    path = Path(path)
+    try:
+        profile = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ProfileError(f"profile {path} does not exist; " + BENCH_HINT.format(system=system)) from None
+    except json.JSONDecodeError as exc:
+        raise ProfileError(f"profile {path} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    if not isinstance(profile, dict) or profile.get("schema") != SCHEMA:
+        raise ProfileError(f"profile {path} is not a schema-{SCHEMA} bench profile "
+                           f"(schema: {profile.get('schema') if isinstance(profile, dict) else None!r})")
+    missing = [key for key in ("measured", "settings", "train_step", "eval_img_per_s", "loader")
+               if key not in profile]
+    if missing:
+        raise ProfileError(f"profile {path} lacks {', '.join(missing)}; " + BENCH_HINT.format(system=system))
+    return profile
+
+
+def dataset_images(config: Config) -> tuple[int, int]:
+    train, val = DATASET_IMAGES[config.dataset]
+    return (min(train, config.train_limit or train), min(val, config.eval_limit or val))
+
+
+def side_schedule(config: Config, steps_per_epoch: int, total_steps: int) -> list[tuple[int, int, int]]:
+    """(side, first step, steps) for each run of steps at one side, as train.py resizes."""
+    runs: list[tuple[int, int, int]] = []
+    for step in range(total_steps):
+        side = side_at(step, steps_per_epoch, total_steps, config)
+        if runs and runs[-1][0] == side:
+            runs[-1] = (side, runs[-1][1], runs[-1][2] + 1)
+        else:
+            runs.append((side, step, 1))
+    return runs
+
+
+def _vcpus(config: Config) -> tuple[int, str]:
+    declared = str(config.description.get("host_processor_vcpu_count") or "").strip()
+    if declared.isdigit():
+        return int(declared), f"{declared} vCPUs (systems/{config.system_id}.json)"
+    count = os.cpu_count() or 1
+    return count, (f"{count} vCPUs of this machine (systems/{config.system_id}.json leaves the "
+                   "count to the host it runs on)")
+
+
+def project(config: Config, profile: dict[str, Any], profile_name: str,
+            dp_efficiency: float | None = None) -> Projection:
+    processes = config.world_size
+    if dp_efficiency is None:
+        dp_efficiency = 1.0 if processes == 1 else DEFAULT_DP_EFFICIENCY
+    if not 0 < dp_efficiency <= 1:
+        raise ConfigError(f"dp_efficiency must be in (0, 1], not {dp_efficiency}")
+    measured, settings = profile["measured"], profile["settings"]
+    train_images, eval_images = dataset_images(config)
+    steps_per_epoch = train_images // config.global_batch_size
+    if steps_per_epoch == 0:
+        raise ConfigError(f"{train_images} training images are fewer than one global batch "
+                          f"({config.global_batch_size})")
+    total_steps = max(1, round(config.train_epochs * steps_per_epoch))
+    eval_every = max(1, round(config.eval_every_epochs * steps_per_epoch))
+    evaluations = total_steps // eval_every + (1 if total_steps % eval_every else 0)   # as train.py
+    schedule = side_schedule(config, steps_per_epoch, total_steps)
+
+    missing = sorted({side for side, _, _ in schedule if str(side) not in profile["train_step"]})
+    if missing:
+        raise ProfileError(
+            f"profile {profile_name} has no training-step rate at side(s) "
+            f"{', '.join(map(str, missing))} px, which the {config.recipe} schedule on "
+            f"{config.system_id} trains at; " + BENCH_HINT.format(system=config.system_id))
+
+    vcpus, vcpu_source = _vcpus(config)
+    threads = max(1, min(config.workers_per_device, vcpus // config.processes_per_node))
+    loader = profile["loader"]
+    loader_rate = loader["img_per_s"] / loader["threads"] * threads * processes
+
+    setup = profile.get("setup_s") or {}
+    eval_rate = profile["eval_img_per_s"] * processes
+
+    def parts_until(stop: int) -> list[Part]:
+        """The run's parts when it ends after step `stop` (an evaluation step, or the budget)."""
+        parts = []
+        for side, first, steps in schedule:
+            steps = min(steps, stop - first)
+            if steps <= 0:
+                break
+            step_rate = profile["train_step"][str(side)]["img_per_s"] * processes * dp_efficiency
+            rate, limit = (step_rate, "step") if step_rate <= loader_rate else (loader_rate, "loader")
+            images = steps * config.global_batch_size
+            parts.append(Part(f"train {side} px, epochs {first / steps_per_epoch:.3g}-"
+                              f"{(first + steps) / steps_per_epoch:.3g}", images, rate, limit,
+                              images / rate))
+        count = stop // eval_every + (1 if stop == total_steps and stop % eval_every else 0)
+        parts.append(Part(f"evaluation, {count} x {eval_images:,} images", count * eval_images,
+                          eval_rate, "eval", count * eval_images / eval_rate))
+        first_steps = sum(max(0.0, profile["train_step"][str(side)].get("first_step_s", 0.0)
+                              - config.batch_per_device / profile["train_step"][str(side)]["img_per_s"])
+                          for side, first, _ in schedule if first < stop)
+        in_run = setup.get("in_run_first_epoch_extra", 0.0) + setup.get("first_eval_extra", 0.0)
+        parts.append(Part("in-run set-up: FFCV first epoch and first evaluation, first step at "
+                          "each side", 0, 0.0, "set-up", in_run + first_steps))
+        return parts
+
+    parts = parts_until(total_steps)
+    last_regular = total_steps // eval_every * eval_every
+    early = None
+    if 0 < last_regular < total_steps:
+        early = (last_regular / steps_per_epoch,
+                 sum(p.seconds for p in parts_until(last_regular)) / 60)
+
+    warnings = []
+    for key in ("batch_per_device", "precision", "amp_dtype", "train_resolution", "eval_resolution"):
+        if key in settings and settings[key] != getattr(config, key):
+            warnings.append(f"the profile was measured with {key}={settings[key]}, the projected "
+                            f"run uses {key}={getattr(config, key)}: its rates may not apply")
+    if settings.get("system") not in (None, config.system_id):
+        warnings.append(f"the profile was measured for system {settings.get('system')} on "
+                        f"{measured.get('device_name', '?')}, not on {config.system_id}: this "
+                        f"projects {config.system_id}'s schedule at that machine's per-process speed")
+    if measured.get("device") and measured["device"] != config.device_type:
+        warnings.append(f"the profile was measured on {measured['device']}, {config.system_id} "
+                        f"runs on {config.device_type}")
+    if not setup:
+        warnings.append("the profile has no in-run set-up figures (setup_s): FFCV's first-epoch "
+                        "compilation is not counted")
+
+    price = config.price_usd_per_hour
+    assumptions = [
+        f"profile {profile_name}: measured {measured.get('date', '?')} on {measured.get('host', '?')}, "
+        f"device {measured.get('device_name', '?')} ({measured.get('device', '?')}), torch "
+        f"{measured.get('torch', '?')}; rates are per process",
+        f"processes: {processes} ({config.num_nodes} node(s) x {config.processes_per_node}), "
+        f"global batch {config.global_batch_size}",
+        f"data-parallel efficiency {dp_efficiency:g} "
+        + ("(one process: none needed)" if processes == 1 else
+           "(assumed, not measured; pass dp_efficiency= to change it)"),
+        f"loader threads per process: {threads} = min(workers_per_device {config.workers_per_device}, "
+        f"{vcpu_source} / {config.processes_per_node} processes); the profile's loader ran "
+        f"{loader['threads']} threads at {loader['img_per_s']:,.0f} img/s, scaled per thread",
+        f"epochs from the {config.recipe} recipe on {config.system_id}: {config.train_epochs:g} "
+        f"({config.epochs:g} x scale_schedule_ratio {config.scale_schedule_ratio:g}), "
+        f"{steps_per_epoch} steps per epoch from {train_images:,} training images, "
+        f"{total_steps} steps; the table trains the whole budget"
+        + ("" if early is None else
+           f"; the run ends earlier when the target is reached at the last evaluation before the "
+           f"budget's end (epoch {early[0]:.4g}), where the published Mild runs reached it"),
+        f"evaluation every {config.eval_every_epochs:g} epochs ({eval_every} steps): "
+        f"{evaluations} evaluations of {eval_images:,} images, scaling with processes",
+        "not counted: set-up outside the timed region (data conversion, launch, model build, "
+        "cache clearing) and the gaps between runs",
+        (f"price ${price:g}/hour for the whole system: {config.price_source or 'source not given'}, "
+         f"{config.price_date or 'date not given'}" if price else
+         "no price: pass price_usd_per_hour= (with price_source= and price_date=)"),
+    ]
+    return Projection(config.system_id, config.recipe, processes, parts, config.runs, price,
+                      assumptions, warnings, early)
+
+
+def format_projection(projection: Projection) -> str:
+    from . import published
+
+    p = projection
+    lines = [f"# Projection: recipe {p.recipe} on {p.system}, {p.processes} process(es)", "",
+             "| part | images | img/s (whole system) | limited by | minutes |",
+             "|---|---|---|---|---|"]
+    for part in p.parts:
+        rate = f"{part.img_per_s:,.0f}" if part.img_per_s else "—"
+        images = f"{part.images:,}" if part.images else "—"
+        lines.append(f"| {part.what} | {images} | {rate} | {part.limited_by} | {part.seconds / 60:.3f} |")
+
+    def cost(value: float | None) -> str:
+        return "—" if value is None else f"${value:,.2f}"
+
+    lines += [f"| **one run (run_start→run_stop), whole budget** | | | | **{p.run_minutes:.3f}** |",
+              f"| **campaign of {p.runs} runs** | | | | **{p.campaign_minutes:.3f}** |"]
+    if p.early_stop:
+        epoch, minutes = p.early_stop
+        lines += [f"| one run reaching the target at the evaluation of epoch {epoch:.4g} | | | | {minutes:.3f} |",
+                  f"| campaign of {p.runs} such runs | | | | {minutes * p.runs:.3f} |"]
+    times = [t for t in published.times_for(p.system) if p.recipe in t.label.lower()]
+    rate = published.throughput_for(p.system, p.recipe)
+    lines += [f"| *published* {t.label}, to {t.target:.1%} top-1 ({t.source}) | | | | {t.minutes:g} |"
+              for t in times]
+    if rate:
+        lines.append(f"| *published* {rate.label} training throughput ({rate.source}) | | "
+                     f"{rate.img_per_s:,.0f} | | |")
+    lines += ["", f"Cost: {cost(p.run_cost_usd)} per run, {cost(p.campaign_cost_usd)} for the campaign "
+              "(whole budget)."]
+    if times or rate:
+        lines.append("Rows marked *published* were not measured here: the figures of the write-ups "
+                     "for this system, beside the projection.")
+    lines += ["", "Assumptions:"] + [f"- {a}" for a in p.assumptions]
+    if p.warnings:
+        lines += ["", "**Warnings:**"] + [f"- {w}" for w in p.warnings]
+    return "\n".join(lines) + "\n"
+
+
+def main(words: list[str]) -> int:
+    overrides = parse_overrides(words)
+    profile_path = overrides.pop("profile", "")
+    dp = overrides.pop("dp_efficiency", None)
+    config = resolve(None, overrides)
+    if not profile_path:
+        train_images, _ = dataset_images(config)
+        per_epoch = max(1, train_images // config.global_batch_size)
+        total = max(1, round(config.train_epochs * per_epoch))
+        sides = sorted({side for side, _, _ in side_schedule(config, per_epoch, total)})
+        raise ProfileError(
+            f"no profile for {config.system_id}: a projection needs measured figures, never "
+            f"guessed ones: the per-process training-step rate at {', '.join(map(str, sides))} px, "
+            f"the evaluation rate at {config.eval_resolution} px, the FFCV loader rate and the "
+            "in-run set-up times; " + BENCH_HINT.format(system=config.system_id))
+    try:
+        dp_efficiency = float(dp) if dp is not None else None
+    except ValueError:
+        raise ConfigError(f"dp_efficiency takes a number in (0, 1], not {dp!r}") from None
+    profile = load_profile(Path(profile_path), config.system_id)
+    print(format_projection(project(config, profile, profile_path, dp_efficiency)))
+    return 0

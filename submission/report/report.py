@@ -1,0 +1,138 @@
+"""results/<system>/report.md: the plots and tables of one system's campaign.
+
+    python -m submission report RESULTS/<system_name> [--price USD_PER_HOUR]
+
+Tables come from submission.score (the same Summary and formatting as summary.md and
+comparison.md), so every number here is the scoring code's. Works on any MLPerf ResNet
+results folder (`<system>/resnet/result_*.txt`), with or without the harness's
+campaign.json, progress logs or bench profile.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+from pathlib import Path
+
+from .. import score
+from . import plots
+
+PROFILE_GLOB = "profile*.json"   # bench profiles (`python -m submission.bench ... json=FILE`) kept here
+
+
+def sibling_summaries(system_dir: Path, price: float | None) -> list[score.Summary]:
+    """This system's summary first, then every other system in the same results folder."""
+    system_dir = Path(system_dir).resolve()
+    own = score.summarize(system_dir, price)
+    others = [score.summarize(d) for d in sorted(system_dir.parent.iterdir())
+              if d.is_dir() and d != system_dir and score.result_files(d)]
+    return [own] + others
+
+
+def _body(markdown: str) -> list[str]:
+    """A markdown document without its title line."""
+    lines = markdown.rstrip("\n").splitlines()
+    return lines[2:] if lines and lines[0].startswith("# ") else lines
+
+
+def _bench_section(system_dir: Path) -> list[str]:
+    profiles = sorted(Path(system_dir).glob(PROFILE_GLOB))
+    if not profiles:
+        return [f"No bench profile in this folder. `python -m submission.bench system=NAME "
+                f"json={Path(system_dir) / 'profile.json'}` measures one; `python -m submission "
+                "project system=NAME profile=FILE` projects a run from it."]
+    lines = []
+    for path in profiles:
+        try:
+            profile = json.loads(path.read_text())
+            measured, settings = profile["measured"], profile["settings"]
+            steps = profile["train_step"]
+        except (OSError, json.JSONDecodeError, KeyError, TypeError) as exc:
+            lines += [f"{path.name}: not a readable bench profile ({type(exc).__name__}: {exc})", ""]
+            continue
+        lines += [f"`{path.name}`: measured {measured.get('date', '?')} on {measured.get('host', '?')}, "
+                  f"device {measured.get('device_name', '?')}, torch {measured.get('torch', '?')}; "
+                  f"batch {settings.get('batch_per_device')} per process, precision "
+                  f"{settings.get('precision')}, {settings.get('workers_per_device')} loader threads.", "",
+                  "| what (per process) | img/s |", "|---|---|"]
+        lines += [f"| training step at {side} px (synthetic batches) | {fig['img_per_s']:,.1f} |"
+                  for side, fig in sorted(steps.items(), key=lambda kv: int(kv[0]))]
+        lines.append(f"| evaluation at {settings.get('eval_resolution')} px | {profile['eval_img_per_s']:,.1f} |")
+        loader = profile.get("loader") or {}
+        if loader:
+            lines.append(f"| FFCV train loader alone, {loader.get('threads')} threads | "
+                         f"{loader.get('img_per_s', 0):,.1f} |")
+        lines.append("")
+    return lines
+
+
+def _cost_section(system_dir: Path, summary: score.Summary, price: float | None) -> list[str]:
+    settings = score.campaign_settings(system_dir)
+    if not summary.price_usd_per_hour:
+        return ["No price: pass `--price USD_PER_HOUR` here, or `price_usd_per_hour=` (with "
+                "`price_source=` and `price_date=`) to the campaign."]
+    source = settings.get("price_source") or "source not given"
+    date = settings.get("price_date") or "date not given"
+    if price and price != settings.get("price_usd_per_hour"):
+        source, date = "given explicitly, not campaign.json's price", "no source or date given"
+    mean = "—" if summary.cost_per_run_usd is None else f"${summary.cost_per_run_usd:.2f}"
+    return [f"${summary.price_usd_per_hour:g} per hour for the whole system ({source}; {date}): "
+            f"{mean} per run on average (run_start→run_stop only)."]
+
+
+def build_report(system_dir: Path, price: float | None = None) -> tuple[str, dict[str, Path]]:
+    system_dir = Path(system_dir)
+    summaries = sibling_summaries(system_dir, price)
+    summary = summaries[0]
+    drawn = plots.draw_all(system_dir, summaries)
+    campaign = score.read_campaign(system_dir)
+    target = plots.target_of(system_dir)
+    if campaign:
+        settings = (campaign.get("config") or {}).get("settings") or {}
+        origin = (f"Campaign of system `{campaign.get('system')}`, recipe `{settings.get('recipe')}`, "
+                  f"target {target.accuracy:.1%} top-1, started {campaign.get('created', '?')}.")
+    else:
+        origin = ("No campaign.json: MLPerf result logs read as they are (drawn target: "
+                  f"{target.source}, {target.accuracy:.1%}).")
+    lines = [f"# ResNet-50 report: {summary.system_name}", "", origin,
+             f"Written {datetime.datetime.now().isoformat(timespec='seconds')} by "
+             f"`python -m submission report {system_dir}`.", "", "## Runs and score", ""]
+    lines += _body(score.summary_markdown(summary))
+    lines += ["", "## Accuracy over time", ""]
+    lines.append("![top-1 vs minutes](accuracy.png)" if "accuracy" in drawn else "No evaluation in the logs.")
+    lines += ["", "## Throughput over the run", ""]
+    if "throughput" in drawn:
+        lines.append("![img/s vs minutes](throughput.png)")
+        lines.append("From the progress lines kept in `progress/run_<i>.log`; each point is one "
+                     "window of progress_every_steps steps.")
+    else:
+        lines.append("No progress logs (`progress/run_<i>.log`) with progress lines: no throughput plot.")
+    lines += ["", "## Systems compared", ""]
+    if "systems" in drawn:
+        lines += ["![minutes and cost per system](systems.png)", ""]
+    lines += _body(score.compare_systems(system_dir.parent, {system_dir.resolve().name: price} if price else None))
+    lines += ["", "## Bench figures", ""] + _bench_section(system_dir)
+    lines += ["", "## Cost", ""] + _cost_section(system_dir, summary, price)
+    return "\n".join(lines) + "\n", drawn
+
+
+def write_report(system_dir: Path, price: float | None = None) -> Path:
+    text, _ = build_report(system_dir, price)
+    path = Path(system_dir) / "report.md"
+    path.write_text(text)
+    return path
+
+
+def main(words: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m submission report")
+    parser.add_argument("system_dir", help="results/<system_name> (any folder with resnet/result_*.txt)")
+    parser.add_argument("--price", type=float, default=None, help="USD per hour (default: campaign's)")
+    args = parser.parse_args(words)
+    folder = Path(args.system_dir)
+    if not score.result_files(folder):
+        raise ValueError(f"{folder} holds no resnet/result_*.txt: give a results/<system_name> folder")
+    path = write_report(folder, args.price)
+    print(f"report: {path}")
+    for png in sorted(folder.glob("*.png")):
+        print(f"plot: {png}")
+    return 0

@@ -1,0 +1,128 @@
+"""submission.projection: minutes and dollars of a run from a hand-written bench profile."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from submission import config as config_module
+from submission import projection
+from submission.cli import main as cli_main
+
+
+def _profile(sides, img_per_s=100.0, *, loader=1e6, threads=2, eval_rate=200.0, setup=None,
+             system="cpu", batch=64, first_step_s=None, device="cpu"):
+    steps = {str(s): {"img_per_s": img_per_s(s) if callable(img_per_s) else img_per_s,
+                      "first_step_s": first_step_s if first_step_s is not None else 0.0}
+             for s in sides}
+    profile = {"schema": 1,
+               "measured": {"date": "2026-11-22", "host": "test host, 2 cores", "device": device,
+                            "device_name": "test device", "torch": "2.14.1"},
+               "settings": {"system": system, "recipe": "mild", "batch_per_device": batch,
+                            "precision": "fp32", "amp_dtype": "fp16", "workers_per_device": threads,
+                            "compile": False, "train_resolution": 32, "eval_resolution": 32},
+               "train_step": steps, "eval_img_per_s": eval_rate,
+               "loader": {"img_per_s": loader, "threads": threads, "resolution": 32}}
+    if setup is not None:
+        profile["setup_s"] = setup
+    return profile
+
+
+def _cpu(**overrides):
+    return config_module.resolve("cpu", {k: str(v) for k, v in overrides.items()})
+
+
+def test_side_schedule_follows_the_recipe():
+    config = _cpu()
+    schedule = projection.side_schedule(config, 937, 150)
+    assert sum(steps for _, _, steps in schedule) == 150
+    sides = [side for side, _, _ in schedule]
+    assert sides[0] == 16 and sides[-1] == 32 and sides == sorted(sides)
+    first_side, _, first_steps = schedule[0]
+    assert first_steps >= 61                   # steps 0..60: progress <= 0.4, half size
+    last_side, last_first, last_steps = schedule[-1]
+    assert last_first + last_steps == 150 and last_first <= 120     # full size from 80%
+
+
+def test_fixed_size_run_is_the_sum_of_its_parts():
+    config = _cpu(progressive_resize="false")
+    profile = _profile([32], 100.0, setup={"in_run_first_epoch_extra": 12.0, "first_eval_extra": 3.0})
+    result = projection.project(config, profile, "test.json")
+    # 60,000 images // 64 = 937 steps per epoch; 0.16 epochs -> 150 steps; eval every 37 steps
+    steps, evals = 150, 5
+    expected_s = steps * 64 / 100.0 + evals * 2000 / 200.0 + 15.0
+    assert result.run_minutes == pytest.approx(expected_s / 60)
+    assert result.campaign_minutes == pytest.approx(5 * expected_s / 60)
+    assert [p.limited_by for p in result.parts] == ["step", "eval", "set-up"]
+    assert result.run_cost_usd is None
+    # a run that reaches the target at the evaluation of step 148 stops there: 4 evaluations
+    epoch, minutes = result.early_stop
+    assert epoch == pytest.approx(148 / 937)
+    assert minutes == pytest.approx((148 * 64 / 100.0 + 4 * 2000 / 200.0 + 15.0) / 60)
+
+
+def test_a_slow_loader_limits_the_training_rate():
+    config = _cpu(progressive_resize="false")
+    result = projection.project(config, _profile([32], 100.0, loader=40.0, threads=4), "p.json")
+    train = result.parts[0]
+    # 40 img/s over 4 threads, the run has min(workers_per_device 2, vCPUs) threads
+    threads = min(2, projection._vcpus(config)[0])
+    assert train.limited_by == "loader" and train.img_per_s == pytest.approx(10.0 * threads)
+
+
+def test_eight_gpus_scale_with_the_stated_efficiency_and_price():
+    config = config_module.resolve("p4d", {})
+    per_epoch = 1_281_167 // config.global_batch_size
+    sides = {side for side, _, _ in projection.side_schedule(
+        config, per_epoch, round(config.train_epochs * per_epoch))}
+    assert len(sides) == 13                     # sizes change at epoch boundaries only
+    profile = _profile(sides, lambda side: 1000.0 * (176 / side) ** 2, eval_rate=1500.0,
+                       system="p4d", batch=256, device="cuda", loader=8000.0, threads=8,
+                       setup={"in_run_first_epoch_extra": 20.0, "first_eval_extra": 6.0})
+    profile["settings"].update(precision="amp", train_resolution=176, eval_resolution=224)
+    result = projection.project(config, profile, "p4d.json")
+    assert result.processes == 8
+    full = next(p for p in result.parts if p.what.startswith("train 176 px"))
+    assert full.img_per_s == pytest.approx(1000.0 * 8 * projection.DEFAULT_DP_EFFICIENCY)
+    assert result.run_cost_usd == pytest.approx(result.run_minutes / 60 * 32.7726)
+    text = projection.format_projection(result)
+    assert "data-parallel efficiency 0.9 (assumed, not measured" in text
+    assert "96 vCPUs (systems/p4d.json)" in text and "AWS EC2 on-demand list price" in text
+    published = [line for line in text.splitlines() if line.startswith("| *published*")]
+    assert any("Mild training throughput" in line and "| 21,582 |" in line for line in published)
+    assert not result.warnings, result.warnings
+
+
+def test_missing_side_names_it_and_the_bench_command():
+    config = _cpu()
+    with pytest.raises(projection.ProfileError, match=r"side\(s\) 20, 24, 28 px.*submission.bench system=cpu"):
+        projection.project(config, _profile([16, 32]), "p.json")
+
+
+def test_profile_of_another_setting_is_warned_about():
+    config = _cpu(progressive_resize="false")
+    result = projection.project(config, _profile([32], batch=128, system="p4d"), "p.json")
+    text = projection.format_projection(result)
+    assert "batch_per_device=128" in text and "measured for system p4d" in text
+    assert "no in-run set-up figures" in text
+
+
+def test_command_without_profile_says_how_to_make_one(capsys):
+    assert cli_main(["project", "system=p4d"]) == 2
+    err = capsys.readouterr().err
+    assert "no profile for p4d" in err and "176 px" in err
+    assert "python -m submission.bench system=p4d json=profile-p4d.json" in err
+
+
+def test_command_prints_the_projection(tmp_path, capsys):
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps(_profile([16, 20, 24, 28, 32])))
+    assert cli_main(["project", "system=cpu", f"profile={path}", "price_usd_per_hour=1.5",
+                     "price_source=test list", "price_date=2026-11"]) == 0
+    out = capsys.readouterr().out
+    assert "**one run (run_start→run_stop), whole budget**" in out and "campaign of 5 runs" in out
+    assert "price $1.5/hour for the whole system: test list, 2026-11" in out
+    assert "measured 2026-11-22 on test host, 2 cores" in out
+    path.write_text("{not json")
+    assert cli_main(["project", "system=cpu", f"profile={path}"]) == 2
+    assert "not valid JSON (line 1" in capsys.readouterr().err

@@ -1,0 +1,141 @@
+"""submission.report: plots and report.md from result logs alone (foreign folders too), with
+every number equal to submission.score's; the campaign keeps each run's progress lines."""
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from submission import campaign, score
+from submission.cli import main as cli_main
+from submission.report import plots, report
+from submission.train import Reporter
+
+try:
+    from tests.mlperf_logs import write_runs
+except ImportError:   # tests/ on sys.path instead of the repository root
+    from mlperf_logs import write_runs
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _foreign(root: Path, name: str = "vendor_system", minutes=(20.0, 22.5, 21.0, 25.0, 23.0)) -> Path:
+    folder = root / name
+    write_runs(folder, list(minutes), epochs=4, accuracies=(0.5, 0.7, 0.76, 0.77))
+    return folder
+
+
+def _progress_log(path: Path, capsys) -> None:
+    """Progress lines as train.Reporter prints them."""
+    reporter = Reporter("[run 1/5 seed 7]", total_steps=20, steps_per_epoch=10, global_batch=64,
+                        every=5, enabled=True)
+    for step in range(1, 21):
+        reporter.step(step, torch.tensor(0.5), 0.01, 16 if step <= 10 else 32)
+        if step == 10:
+            reporter.evaluated(1.0, 0.55, 0.65)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(capsys.readouterr().out)
+
+
+def test_foreign_logs_give_plots_and_a_report(tmp_path):
+    folder = _foreign(tmp_path)
+    _foreign(tmp_path, "other_system", (30.0, 31.0, 32.0, 33.0, 34.0))
+    assert cli_main(["report", str(folder)]) == 0
+    text = (folder / "report.md").read_text()
+    assert "No campaign.json" in text and "75.9%" in text
+    for name in ("accuracy", "systems"):
+        png = folder / f"{name}.png"
+        assert png.read_bytes()[:8] == PNG and png.stat().st_size > 10_000
+        assert f"]({name}.png)" in text
+    assert not (folder / "throughput.png").exists() and "no throughput plot" in text
+    assert "| other_system | 5 | 32.000 | yes |" in text
+    assert "*published* Mild (MLPerf v2.0 open entry)" in text
+    assert "No bench profile" in text and "No price" in text
+
+
+def test_every_number_in_the_report_is_the_scoring_codes(tmp_path):
+    folder = _foreign(tmp_path)
+    (folder / "resnet" / "scaling.json").write_text(json.dumps({"scaling_factor": 1.01}))
+    text, _ = report.build_report(folder, price=12.0)
+    summary = score.summarize(folder, 12.0)
+    rows = [line for line in text.splitlines() if line.startswith("| result_")]
+    assert len(rows) == len(summary.runs) == 5
+    for row, run in zip(rows, summary.runs):
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert cells[0] == run.file and cells[1] == str(run.seed)
+        assert float(cells[4].rstrip("%")) == pytest.approx(run.accuracy * 100, abs=0.005)
+        assert float(cells[5]) == pytest.approx(run.minutes, abs=5e-4)
+        assert float(cells[6].replace(",", "")) == pytest.approx(run.img_per_s, abs=0.5)
+        assert float(cells[7]) == pytest.approx(run.cost_usd, abs=0.005)
+    [score_text] = re.findall(r"\*\*Score: ([\d.]+) minutes\*\*", text)
+    assert float(score_text) == pytest.approx(summary.score_minutes, abs=5e-4)
+    assert summary.score_minutes == pytest.approx(22.166666 * 1.01, abs=1e-4)
+    [system_row] = [line for line in text.splitlines() if line.startswith(f"| {folder.name} |")]
+    assert f"| {summary.score_minutes:.3f} | yes | ${summary.cost_per_run_usd:.2f} |" in system_row
+    assert f"${summary.cost_per_run_usd:.2f} per run on average" in text
+
+
+def test_eval_points_are_minutes_since_run_start(tmp_path):
+    folder = _foreign(tmp_path, minutes=(20.0,))
+    points = plots.eval_points(score.result_files(folder)[0])
+    # tests/mlperf_logs.py: 4 epochs in 20 min, an evaluation ends each fifth, 1 ms early
+    assert [a for _, a in points] == [0.5, 0.7, 0.76, 0.77]
+    assert [m for m, _ in points] == pytest.approx([4.0, 8.0, 12.0, 16.0], abs=1e-4)
+
+
+def test_progress_lines_of_the_reporter_are_read(tmp_path, capsys):
+    log = tmp_path / "progress" / "run_0.log"
+    _progress_log(log, capsys)
+    points = plots.progress_points(log)
+    assert [side for _, _, side in points] == [16, 16, 32, 32]
+    assert all(rate > 0 for _, rate, _ in points)
+
+
+def test_throughput_plot_and_campaign_target(tmp_path, capsys):
+    folder = _foreign(tmp_path)
+    _progress_log(folder / "progress" / "run_0.log", capsys)
+    (folder / "campaign.json").write_text(json.dumps({
+        "system": "cpu", "created": "2026-11-22T10:00:00",
+        "config": {"settings": {"recipe": "mild", "target_accuracy": 0.65, "price_usd_per_hour": 2.0,
+                                "price_source": "test list price", "price_date": "2026-11"}}}))
+    assert plots.target_of(folder).accuracy == 0.65
+    path = report.write_report(folder)
+    text = path.read_text()
+    assert (folder / "throughput.png").read_bytes()[:8] == PNG and "](throughput.png)" in text
+    assert "recipe `mild`, target 65.0% top-1" in text
+    assert "$2 per hour for the whole system (test list price; 2026-11)" in text
+
+
+def test_bench_profile_is_shown(tmp_path):
+    folder = _foreign(tmp_path)
+    (folder / "profile.json").write_text(json.dumps({
+        "schema": 1, "measured": {"date": "2026-11-22", "host": "h", "device": "cpu",
+                                  "device_name": "d", "torch": "t"},
+        "settings": {"batch_per_device": 64, "precision": "fp32", "workers_per_device": 2,
+                     "eval_resolution": 32},
+        "train_step": {"32": {"img_per_s": 91.25, "first_step_s": 1.0},
+                       "16": {"img_per_s": 140.5, "first_step_s": 1.0}},
+        "eval_img_per_s": 230.0, "loader": {"img_per_s": 70000.0, "threads": 2, "resolution": 32}}))
+    text, _ = report.build_report(folder)
+    assert "| training step at 16 px (synthetic batches) | 140.5 |" in text
+    assert text.index("at 16 px") < text.index("at 32 px")
+    assert "| FFCV train loader alone, 2 threads | 70,000.0 |" in text
+
+
+def test_report_of_a_folder_without_logs_is_refused(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert cli_main(["report", str(tmp_path / "empty")]) == 2
+    assert "holds no resnet/result_*.txt" in capsys.readouterr().err
+
+
+def test_launch_keeps_the_progress_lines(tmp_path, monkeypatch, capsys):
+    script = "import sys; print('line one'); print('line two', flush=True); sys.exit(3)"
+    monkeypatch.setattr(campaign, "torchrun_command", lambda config, args: [sys.executable, "-c", script])
+    log = tmp_path / "progress" / "run_0.log"
+    assert campaign._launch(None, [], progress=log) == 3
+    assert log.read_text() == "line one\nline two\n"
+    assert "line one\nline two\n" in capsys.readouterr().out
