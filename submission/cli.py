@@ -135,6 +135,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except OSError as exc:      # a full disk, a read-only folder, a file-size limit
+        print(f"error: {exc}. Free space or fix the permissions, then run the same command "
+              "again: complete result files are never rewritten, and a package is only put in "
+              "place once it is whole.", file=sys.stderr)
+        return 1
     except (ConfigError, ValueError) as exc:   # bad input: the message says what to do
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -15,6 +15,14 @@ from mlperf_logging.mllog import constants as C
 BENCHMARK = "resnet"
 
 
+class _StrictFileHandler(logging.FileHandler):
+    """logging swallows write errors (it prints them and goes on): a result file with lines
+    missing must not pass for a complete log, so a failed write raises."""
+
+    def handleError(self, record) -> None:
+        raise
+
+
 class RunLog:
     def __init__(self, path: str | None):
         self.path = path
@@ -24,7 +32,7 @@ class RunLog:
             logger = logging.getLogger(f"submission.mllog.{path}")
             logger.propagate = False
             logger.setLevel(logging.INFO)
-            self._handler = logging.FileHandler(path, mode="a")
+            self._handler = _StrictFileHandler(path, mode="a")
             logger.addHandler(self._handler)
             self._logger = MLLogger(logger=logger, default_stack_offset=2)
 

@@ -190,3 +190,29 @@ def test_malformed_descriptor_names_the_file_and_line(tmp_path, monkeypatch):
     monkeypatch.setattr(config_module, "SYSTEMS_DIR", systems)
     with pytest.raises(config_module.ConfigError, match=r"broken.json is not valid JSON.*line 4"):
         config_module.resolve("broken")
+
+
+def test_full_disk_during_a_run_fails_clearly_and_keeps_earlier_results(tmp_path, cache_dir):
+    """RLIMIT_FSIZE (a full disk for files past 20 kB) while run 2 writes its log: the run
+    fails with a clear message, run 1's result file is byte-identical, no result_1.txt."""
+    import resource
+    from submission import campaign
+    from submission.config import parse_overrides, resolve
+    from submission.data.prepare import prepare
+    results = tmp_path / "results"
+    settings = quick_settings(results, cache_dir, runs=2, seeds="1,2")
+    config = resolve(None, parse_overrides(settings))
+    prepare(config)                                  # the .beton files exist beforehand
+    record(config)
+    first = campaign.result_path(config, 0)
+    first.parent.mkdir(parents=True)
+    first.write_text("a finished run, written before the disk filled up\n")
+    limit = 20_000                                   # the run's log passes it during init
+    done = subprocess.run([sys.executable, "-m", "submission", "run", *settings], cwd=REPO,
+                          capture_output=True, text=True, timeout=600,
+                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "File too large" in done.stdout + done.stderr
+    assert "run 2 failed" in done.stderr and "re-run the same command" in done.stderr
+    assert first.read_text() == "a finished run, written before the disk filled up\n"
+    assert not campaign.result_path(config, 1).exists()

@@ -221,3 +221,27 @@ def test_failed_build_keeps_the_previous_package(tmp_path):
         package.build_package(results, [SYSTEM_NAME], ORG, out, no_code)
     assert [p.name for p in out.iterdir()] == [ORG]
     assert (out / ORG / "previous.txt").read_text() == "kept"
+
+
+def _file_size_limit(limit: int):
+    import resource
+    return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+
+def test_full_disk_while_packaging_keeps_the_previous_package(tmp_path):
+    """RLIMIT_FSIZE stands in for a full disk: the copy of the code fails part-way; the
+    error is clear, and the previous, checked package stays in place untouched."""
+    results = tmp_path / "results"
+    make_campaign(results)
+    out = tmp_path / "out"
+    package.build_package(results, [SYSTEM_NAME], ORG, out, REPO_ROOT)
+    before = {p: p.read_bytes() for p in (out / ORG).rglob("*") if p.is_file()}
+    done = subprocess.run([sys.executable, "-m", "submission", "package", SYSTEM_NAME, "--org", ORG,
+                           "--results", str(results), "--out", str(out)],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
+                          preexec_fn=_file_size_limit(4000))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "File too large" in done.stderr and "Traceback" not in done.stderr
+    after = {p: p.read_bytes() for p in (out / ORG).rglob("*") if p.is_file()}
+    assert after == before
+    assert sorted(p.name for p in out.iterdir()) == [ORG]       # no half-built folder left
