@@ -32,7 +32,7 @@ from .config import REPO_ROOT, Config, ConfigError
 OPERATIONAL_SETTINGS = {
     "runs", "seeds", "new_campaign", "package", "results_dir", "node_rank", "master_addr",
     "master_port", "progress_every_steps", "price_usd_per_hour", "price_source", "price_date",
-    "org", "data_dir", "cache_dir", "val_labels", "cache_clear_cmd",
+    "org", "data_dir", "cache_dir", "val_labels", "cache_clear_cmd", "warmup",
 }
 
 

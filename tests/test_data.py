@@ -566,6 +566,16 @@ def test_truncated_beton_is_rebuilt_not_loaded(tmp_path, capfd):
     assert "damaged, rebuilding it" in capfd.readouterr().err
     assert again.train_path == first.train_path
     assert Path(again.train_path).read_bytes() == whole
+    # a file from before sizes were recorded: read by FFCV once, kept when whole, rebuilt when cut
+    record = Path(first.train_path + ".size")
+    record.unlink()
+    prepare(config(tmp_path / "d", cache))
+    assert "reusing" in capfd.readouterr().err and record.is_file()
+    record.unlink()
+    Path(first.train_path).write_bytes(whole[: len(whole) // 2])
+    prepare(config(tmp_path / "d", cache))
+    assert "damaged, rebuilding it" in capfd.readouterr().err
+    assert Path(first.train_path).read_bytes() == whole
 
 
 @pytest.mark.timeout(180)

@@ -98,9 +98,10 @@ def test_mild_learns_fashion_mnist_and_an_unreached_target_is_aborted(tmp_path, 
     results = tmp_path / "results"
     done = run_submission("run", *quick_settings(results, cache_dir, runs=1, seeds="5",
                                                  train_limit=2560, epochs=1.0, eval_every_epochs=0.5,
-                                                 target_accuracy=0.99))
+                                                 target_accuracy=0.99, warmup="true"))
     assert done.returncode == 1, done.stdout + done.stderr     # the run did not reach its target
     assert "ABORTED: target not reached" in done.stdout
+    assert "warm-up before run_start: 5 training sizes (16, 20, 24, 28, 32 px)" in done.stdout
     events = mllog_events(results / "local_cpu" / "resnet" / "result_0.txt")
     accuracies = [e["value"] for e in events if e["key"] == "eval_accuracy"]
     assert accuracies[-1] >= 0.4, accuracies

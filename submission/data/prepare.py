@@ -185,16 +185,29 @@ def _cached_beton(split, folder: Path, split_name: str, settings: dict, workers:
     path = folder / f"{split_name}-{key}.beton"
     record = path.with_name(path.name + ".size")
     if path.is_file():
+        size = path.stat().st_size
+        if not record.is_file() and _readable_beton(path):      # written before sizes were
+            record.write_text(f"{size}\n")                       # recorded: checked once
         recorded = record.read_text().strip() if record.is_file() else ""
-        if recorded == str(path.stat().st_size):
+        if recorded == str(size):
             print(f"[prepare] reusing {path} (same images and write settings)", file=sys.stderr)
             return path
-        print(f"[prepare] {path} is {path.stat().st_size} bytes, but {recorded or 'no size'} was "
-              "recorded when it was written: damaged, rebuilding it", file=sys.stderr)
+        print(f"[prepare] {path} is {size} bytes, but {recorded or 'it cannot be read and no size'} "
+              "was recorded when it was written: damaged, rebuilding it", file=sys.stderr)
         path.unlink()
     _write_beton(split, path, settings, workers)
     record.write_text(f"{path.stat().st_size}\n")
     return path
+
+
+def _readable_beton(path: Path) -> bool:
+    """FFCV can read the file's header, field descriptions and allocation table."""
+    from ffcv.reader import Reader
+    try:
+        Reader(str(path))
+        return True
+    except Exception:  # noqa: BLE001 - any failure to parse means: do not load it
+        return False
 
 
 def _drop_unreadable(splits, folder: Path, config: Config, workers: int) -> int:
