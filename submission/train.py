@@ -56,8 +56,31 @@ class Interrupted(Exception):
     """SIGTERM/SIGINT reached the run (torchrun stopping the job, or the user)."""
 
 
-def _raise_interrupted(signum, frame):
-    raise Interrupted(signal.Signals(signum).name)
+class StopRequests:
+    """SIGTERM/SIGINT, noted when they arrive and acted on between training steps: raising
+    from the handler could land inside a lock or a collective and turn an interruption
+    into a crash. Before the training loop (set-up), a signal stops the run at once."""
+
+    def __init__(self):
+        self.signal_name = ""
+        self.in_loop = False
+
+    def install(self) -> None:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, self._noted)
+
+    def _noted(self, signum, frame) -> None:
+        first = not self.signal_name
+        self.signal_name = self.signal_name or signal.Signals(signum).name
+        if first and not self.in_loop:
+            raise Interrupted(self.signal_name)
+
+    def check(self) -> None:
+        if self.signal_name:
+            raise Interrupted(self.signal_name)
+
+
+STOP = StopRequests()
 
 
 def die_with_parent() -> None:
@@ -211,11 +234,13 @@ def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed:
 
     log.init_stop_run_start()   # ---- timed region starts: MLPerf run_start ----
     run_start = time.monotonic()
+    STOP.in_loop = True
     step, epoch, accuracy, reached, reason = 0, 0, 0.0, False, "epoch budget exhausted"
     while step < total_steps and not reached:
         epoch += 1
         log.epoch_start(epoch)
         for images, labels in train_loader:
+            STOP.check()
             lr = lr_at(step, total_steps, warmup_steps, config.peak_lr)
             for group in optimizer.param_groups:
                 group["lr"] = lr
@@ -286,7 +311,7 @@ def parse_args(argv):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    signal.signal(signal.SIGTERM, _raise_interrupted)
+    STOP.install()
     die_with_parent()
     config = Config.from_dict(json.loads(Path(args.config).read_text()))
     ctx = dist_utils.setup(config.device_type)

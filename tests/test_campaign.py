@@ -216,3 +216,35 @@ def test_full_disk_during_a_run_fails_clearly_and_keeps_earlier_results(tmp_path
     assert "run 2 failed" in done.stderr and "re-run the same command" in done.stderr
     assert first.read_text() == "a finished run, written before the disk filled up\n"
     assert not campaign.result_path(config, 1).exists()
+
+
+def test_followers_on_one_results_dir_keep_separate_state(tmp_path, cache_dir, monkeypatch):
+    """Nodes 1 and 2 sharing results_dir: each keeps its own config, data and state files."""
+    from submission import campaign
+    from submission.config import parse_overrides, resolve
+    launched = []
+
+    def fake_launch(config, args, progress=None):      # node 0 says: no run left
+        launched.append(config.node_rank)
+        Path(args[args.index("--state") + 1]).write_text(json.dumps({"remaining": 0}))
+        return 0
+    monkeypatch.setattr(campaign, "_launch", fake_launch)
+    for rank in (1, 2):
+        config = resolve(None, parse_overrides(quick_settings(
+            tmp_path, cache_dir, nodes=3, node_rank=rank, master_addr="127.0.0.1")))
+        assert campaign.follow_campaign(config) == 0
+    folder = campaign.system_dir(config)
+    names = sorted(p.name for p in folder.iterdir())
+    for rank in (1, 2):
+        assert {f"config.node{rank}.json", f"data.node{rank}.json", f"state.node{rank}.json"} <= set(names)
+    assert launched == [1, 2]
+
+
+def test_cache_clearing_command_is_printed_with_its_origin_before_it_runs(tmp_path, capsys):
+    from submission import campaign
+    from submission.config import resolve
+    marker = tmp_path / "ran"
+    config = resolve("cpu", {"cache_clear_cmd": f"touch {marker}"})
+    assert campaign.clear_cache(config) and marker.is_file()
+    assert f"`touch {marker}` (cache_clear_cmd, from the command line)" in capsys.readouterr().out
+    assert resolve("p4d").origin("cache_clear_cmd") == "the harness defaults"

@@ -85,11 +85,13 @@ def test_two_nodes_on_loopback_write_one_result(tmp_path, cache_dir):
     out1, _ = node1.communicate(timeout=600)
     assert node0.returncode == 0, node0.stdout + node0.stderr
     assert node1.returncode == 0, out1
-    result = tmp_path / "node0" / "local_cpu" / "resnet" / "result_0.txt"
+    # two nodes of a one-node descriptor: the results and the logged platform say so
+    result = tmp_path / "node0" / "2xlocal_cpu" / "resnet" / "result_0.txt"
     events = mllog_events(result)
     assert [e["value"] for e in events if e["key"] == "number_of_nodes"] == [2]
     assert [e["value"] for e in events if e["key"] == "global_batch_size"] == [128]
-    assert not (tmp_path / "node1" / "local_cpu" / "resnet").exists()   # only rank 0 logs
+    assert [e["value"] for e in events if e["key"] == "submission_platform"] == ["2xlocal_cpu"]
+    assert not (tmp_path / "node1" / "2xlocal_cpu" / "resnet").exists()   # only rank 0 logs
 
 
 def test_mild_learns_fashion_mnist_and_an_unreached_target_is_aborted(tmp_path, cache_dir):
@@ -190,7 +192,7 @@ def test_ranks_stop_together_and_a_diverged_rank_ends_the_run_as_diverged(tmp_pa
     (hook / "sitecustomize.py").write_text(SKEWED_RANK_1)
     cfg = resolve(None, parse_overrides(quick_settings(
         tmp_path, cache_dir, procs_per_node=2, max_run_minutes=5, progress_every_steps=5,
-        epochs=2.0, eval_every_epochs=1.0)))       # 20 steps of a global batch of 128
+        epochs=2.0, eval_every_epochs=1.0, warmup="false")))   # 20 steps of a global batch of 128
     data = prepare(cfg)
     data.save(tmp_path / "data.json")
     (tmp_path / "config.json").write_text(json.dumps(cfg.to_dict()))
