@@ -135,7 +135,7 @@ def measure(config, steps: int) -> dict:
     if device.type == "cpu" and dtype == torch.float16:
         dtype = torch.float32
     flops = train_flops(model, full, normalize, loss_fn, config.label_smoothing) / batch
-    peak = matmul_peak(device, dtype, 4096 if device.type == "cuda" else 1024)
+    peak = matmul_peak(device, dtype, 4096 if device.type == "cuda" else 2048)
     figures["mfu"] = {"flops_per_image": flops, "peak_flops": peak, "dtype": str(dtype),
                       "mfu": figures["step"] * flops / peak}
 
