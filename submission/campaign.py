@@ -116,7 +116,8 @@ def hardware_differences(config: Config) -> list[str]:
                         f"{described} GPU(s) per node; {local}")
     if config.device_type == "cuda" and described and config.processes_per_node != described:
         problems.append(f"procs_per_node={config.processes_per_node}, but systems/"
-                        f"{config.system_id}.json describes {described} GPUs per node; {local}")
+                        f"{config.system_id}.json describes {described} GPUs per node; to train "
+                        "on fewer, hide the others with CUDA_VISIBLE_DEVICES and use system=local")
     if config.device_type == "cuda" and not problems:
         differences = inventory.mismatch(config.description, inventory.gpus())
         if differences:

@@ -52,7 +52,7 @@ def test_local_without_data_runs_the_embedded_campaign_on_what_it_finds(gpus):
     ([H100], {}, "describes 8 GPU(s) per node, this machine has 1 visible"),
     ([H100] * 8, {}, "describes NVIDIA A100-SXM4-40GB, this machine has NVIDIA H100"),
     ([A100_80] * 8, {}, "with 40 GB, this machine has NVIDIA A100-SXM4-80GB (80 GB)"),
-    ([A100_40] * 8, {"procs_per_node": "1"}, "procs_per_node=1, but systems/p4d.json describes 8"),
+    ([A100_40] * 8, {"procs_per_node": "1"}, "procs_per_node=1, but systems/p4d.json describes 8 GPUs per node; to train on fewer, hide the others with CUDA_VISIBLE_DEVICES"),
     ([A100_40] * 8, {"device": "cpu"}, "device=cpu, but systems/p4d.json describes 8 GPU(s)"),
 ])
 def test_a_named_system_that_is_not_this_machine_is_refused(gpus, tmp_path, found, overrides, message):
