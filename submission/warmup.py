@@ -10,7 +10,7 @@ evaluation forward at its size, through the real (possibly compiled, possibly DD
 network, on random batches made here: no training or validation image is read. It
 takes no optimizer step and restores everything it touched: weights, BatchNorm
 statistics, gradients and the random number generators are bit-identical afterwards,
-so a run with warm-up computes exactly what a run without it does.
+so a run with warm-up starts from exactly the state a run without it starts from.
 """
 from __future__ import annotations
 
