@@ -108,9 +108,10 @@ RECIPE_SETTINGS: dict[str, tuple[type, str]] = {
     "weight_decay": (float, "decoupled weight decay per step at lr_reference_batch; scaled "
                             "linearly with the batch, so the decay per epoch stays the same"),
     "epochs": (float, "training epochs before scale_schedule_ratio"),
-    "scale_schedule_ratio": (float, "multiplies epochs and warmup_epochs"),
+    "scale_schedule_ratio": (float, "multiplies epochs (and warmup_epochs if scale_warmup)"),
     "whole_epochs": (bool, "truncate epochs x scale_schedule_ratio to whole epochs (Composer v0.7)"),
-    "warmup_epochs": (float, "linear warmup before scale_schedule_ratio"),
+    "warmup_epochs": (float, "linear warmup, in epochs"),
+    "scale_warmup": (bool, "multiply warmup_epochs by scale_schedule_ratio too (Composer v0.7: no)"),
     "eval_every_epochs": (float, "evaluation cadence in epochs"),
     "target_accuracy": (float, "top-1 fraction that ends a run successfully"),
     "precision": (str, "amp (autocast) or fp32"),
@@ -204,7 +205,7 @@ class Config:
 
     @property
     def warmup_train_epochs(self) -> float:
-        return self.warmup_epochs * self.scale_schedule_ratio
+        return self.warmup_epochs * (self.scale_schedule_ratio if self.scale_warmup else 1.0)
 
     @property
     def seed_list(self) -> list[int]:

@@ -12,7 +12,7 @@ def test_mild_recipe_carries_the_published_values():
     assert mild["label_smoothing"] == 0.08 and mild["loss"] == "bce"
     assert mild["epochs"] * mild["scale_schedule_ratio"] == pytest.approx(28.8)
     assert mild["whole_epochs"]          # Composer v0.7 truncated 28.8 to 28 epochs
-    assert mild["warmup_epochs"] * mild["scale_schedule_ratio"] == pytest.approx(2.56)
+    assert mild["warmup_epochs"] == 8.0 and not mild["scale_warmup"]   # Composer v0.7: unscaled
     assert mild["precision"] == "amp" and mild["amp_dtype"] == "fp16"   # fp16 + GradScaler
     assert mild["resize_granularity"] == "epoch" and mild["resize_mode"] == "nearest"
     assert (mild["train_resolution"], mild["eval_resolution"], mild["eval_resize"]) == (176, 224, 232)
@@ -45,9 +45,10 @@ def test_learning_rate_scales_linearly_with_the_global_batch():
     assert cfg.peak_lr == pytest.approx(1.024)
 
 
-def test_mild_trains_28_whole_epochs_with_2_56_warmup_epochs():
+def test_mild_trains_28_whole_epochs_with_8_warmup_epochs():
     cfg = resolve("p4d")
-    assert cfg.train_epochs == 28.0 and cfg.warmup_train_epochs == pytest.approx(2.56)
+    assert cfg.train_epochs == 28.0 and cfg.warmup_train_epochs == 8.0
+    assert resolve("p4d", {"scale_warmup": "true"}).warmup_train_epochs == pytest.approx(2.56)
     assert resolve("p4d", {"whole_epochs": "false"}).train_epochs == pytest.approx(28.8)
     assert resolve("cpu").train_epochs == pytest.approx(0.16)     # never floored to 0
 
