@@ -129,7 +129,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         if verb == "settings":
-            print(describe_settings(parse_overrides(argv).get("recipe")))
+            words = parse_overrides(argv)
+            if set(words) - {"recipe"}:
+                raise ConfigError(f"settings takes only recipe=NAME, not {', '.join(argv)}")
+            print(describe_settings(words.get("recipe")))
             return 0
         return globals()[f"cmd_{verb}"](argv)
     except KeyboardInterrupt:

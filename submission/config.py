@@ -448,6 +448,22 @@ def describe_settings(recipe_name: str | None = None) -> str:
     lines = [f"Recipe settings (submission/recipes/{recipe_name}.yaml, with their published sources "
              "in its comments):"]
     lines += [f"  {key} = {recipe[key]!r}  -- {meaning}" for key, (_, meaning) in RECIPE_SETTINGS.items()]
+    lines += ["\nDerived from them:"] + _derived_schedule(Config(recipe_name, recipe, {}))
     lines.append("\nHarness settings:")
     lines += [f"  {key} = {default!r}  -- {meaning}" for key, (default, meaning) in HARNESS_SETTINGS.items()]
     return "\n".join(lines)
+
+
+def _derived_schedule(config: Config) -> list[str]:
+    """The duration, warmup and training sides a recipe's settings resolve to."""
+    from .methods.progressive_resize import schedule_sides
+    lines = [f"  train_epochs = {config.train_epochs:g}  -- epochs x scale_schedule_ratio"
+             + (", truncated to whole epochs" if config.whole_epochs else ""),
+             f"  warmup_train_epochs = {config.warmup_train_epochs:g}  -- warmup_epochs"
+             + (" x scale_schedule_ratio" if config.scale_warmup else ", not scaled")]
+    if config.progressive_resize and config.resize_granularity == "epoch":
+        steps_per_epoch = 100    # any count: the side changes only at epoch boundaries
+        sides = schedule_sides(steps_per_epoch, round(config.train_epochs * steps_per_epoch), config)
+        lines.append(f"  training sides = {', '.join(map(str, sides))}  -- in order, changing at "
+                     "epoch boundaries")
+    return lines

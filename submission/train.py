@@ -105,7 +105,9 @@ def autocast_for(config: Config, device: torch.device):
     if config.precision != "amp":
         return contextlib.nullcontext
     dtype = torch.bfloat16 if config.amp_dtype == "bf16" else torch.float16
-    if dtype == torch.bfloat16 and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+    # including_emulation=False: a V100 "supports" bf16 only by emulation, far slower
+    if (dtype == torch.bfloat16 and device.type == "cuda"
+            and not torch.cuda.is_bf16_supported(including_emulation=False)):
         raise RuntimeError(f"amp_dtype=bf16 but {torch.cuda.get_device_name(device)} has no bf16 "
                            "support: use amp_dtype=fp16 (the published setting)")
     return lambda: torch.autocast(device.type, dtype=dtype)

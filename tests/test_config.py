@@ -90,7 +90,9 @@ def test_recipe_files_are_type_checked(tmp_path, monkeypatch):
 def test_settings_show_the_published_recipe():
     text = config.describe_settings("mild")
     for line in ("lr = 2.048", "momentum = 0.875", "label_smoothing = 0.08", "whole_epochs = True",
-                 "amp_dtype = 'fp16'", "resize_granularity = 'epoch'"):
+                 "amp_dtype = 'fp16'", "resize_granularity = 'epoch'", "train_epochs = 28 ",
+                 "warmup_train_epochs = 8 ",
+                 "training sides = 88, 96, 104, 112, 116, 124, 132, 140, 148, 156, 164, 172, 176 "):
         assert line in text
 
 

@@ -123,6 +123,15 @@ def test_resized_batches_are_multiples_of_four_and_channels_last():
     assert torch.isin(half, batch).all()
 
 
+def test_nearest_resize_equals_composers_scale_factor_call_at_every_mild_side():
+    from submission.config import resolve
+    batch = torch.randn(2, 3, 176, 176)
+    sides = progressive_resize.schedule_sides(10, 280, resolve("p4d"))
+    for side in sides[:-1]:                         # Composer skips the resize at 176
+        composer = torch.nn.functional.interpolate(batch, scale_factor=side / 176, mode="nearest")
+        assert torch.equal(progressive_resize.resize_batch(batch, side, "nearest"), composer)
+
+
 def test_mild_changes_size_only_at_epoch_boundaries():
     from submission.config import resolve
     cfg = resolve("p4d")
@@ -180,3 +189,21 @@ def test_logged_tensor_names_are_exactly_the_mlperf_reference_set():
     expected = set(eval(end.split("==", 1)[1].strip().removeprefix("sorted(").removesuffix(")")))
     names = {mlperf_tensor_name(n) for n, _ in mild_model().named_parameters()}
     assert names == expected
+
+
+@pytest.mark.filterwarnings("ignore:torch.cuda.amp.GradScaler is enabled, but CUDA")
+def test_amp_is_fp16_with_a_grad_scaler_and_bf16_is_refused_on_an_emulating_gpu(monkeypatch):
+    from submission.config import resolve
+    from submission.train import autocast_for, grad_scaler
+    cuda, cpu = torch.device("cuda", 0), torch.device("cpu")
+    published = resolve("p4d")
+    assert isinstance(grad_scaler(published, cuda), torch.amp.GradScaler)
+    assert grad_scaler(published, cpu) is None
+    assert grad_scaler(resolve("p4d", {"amp_dtype": "bf16"}), cuda) is None
+    with autocast_for(published, cpu)():
+        assert torch.get_autocast_dtype("cpu") == torch.float16
+    # a V100 without a V100 descriptor (system=local): bf16 only by emulation
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: including_emulation)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Tesla V100-SXM2-16GB")
+    with pytest.raises(RuntimeError, match="V100.*no bf16 support"):
+        autocast_for(resolve("p4d", {"amp_dtype": "bf16"}), cuda)

@@ -55,7 +55,9 @@ def schedule_sides(steps_per_epoch: int, total_steps: int, config) -> list[int]:
 
 def resize_batch(images: torch.Tensor, side: int, mode: str = "nearest") -> torch.Tensor:
     """images (N,C,H,W) -> (N,C,side,side), channels last. `nearest` as Composer v0.7's
-    resize_batch; `bilinear` is antialiased."""
+    resize_batch, which passes scale_factor=side/H: at every side of the Mild schedule
+    that gives these same pixels, but float rounding makes side 120 come out 119, so the
+    side is passed as a size. `bilinear` is antialiased."""
     if side == images.shape[-1]:
         return images
     if mode == "bilinear":
