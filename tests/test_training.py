@@ -126,7 +126,9 @@ def test_baseline_recipe_runs_end_to_end(tmp_path, cache_dir):
                                                  eval_resize=36, epochs=0.25, warmup_epochs=0.05))
     assert done.returncode == 0, done.stdout + done.stderr
     result = results / "local_cpu" / "resnet" / "result_0.txt"
-    assert all(v.passed for v in check_path(result, ("2.0.0",)))
+    assert all(v.passed for v in check_path(result, ("2.0.0", "4.0.0")))
+    # no opt_* keys: they would name an SGD the recipe's decoupled SGDW is not
+    assert not [e["key"] for e in mllog_events(result) if e["key"].startswith("opt_")]
     config = json.loads((results / "local_cpu" / "campaign.json").read_text())["config"]["settings"]
     assert config["recipe"] == "baseline" and config["loss"] == "cross_entropy"
     assert not config["blurpool"] and config["ema_half_life_batches"] == 0
