@@ -148,3 +148,11 @@ def test_dry_run_prints_config_and_torchrun_command_and_p4d_fails_here(tmp_path)
                           cwd=config.REPO_ROOT)
     assert real.returncode == 2 and "0 visible" in real.stderr and "needs data_dir" in real.stderr
     assert not any(tmp_path.iterdir()), "a refused campaign must not touch results/"
+
+
+def test_settings_verb_takes_a_recipe_and_refuses_other_keys(capsys):
+    from submission import cli
+    assert cli.main(["settings", "recipe=baseline"]) == 0
+    assert "eval_resize = 256" in capsys.readouterr().out
+    assert cli.main(["settings", "system=cpu"]) == 2
+    assert "settings takes only recipe=NAME" in capsys.readouterr().err
