@@ -7,9 +7,14 @@ Prints, for the resolved configuration (batch, resolution, precision, workers, d
     torchvision loop (cross-entropy, torch.optim.SGD) at the same batch, size and precision;
   - per progressive-resizing size: the first step (set-up: cuDNN/oneDNN plans) and the
     steady rate;
+  - the loop's work around a step at the smallest size (normalise, resize, EMA update);
+  - with compile=true, the compiled step (torch.compile, static shapes) beside the eager one;
   - MFU: FLOPs of forward+backward counted with torch.utils.flop_counter at full size,
     over a matmul peak measured on the same device and dtype in the same run;
-  - the FFCV train loader alone, the step fed by the loader, and evaluation.
+  - the FFCV train loader alone, the step fed by the loader, and evaluation;
+  - the loaders' set-up inside the timed region: first training batch and first
+    evaluation pass of the run's loaders in a fresh process, without and with the
+    warm-up on the synthetic file (each in its own process: numba's work is per process).
 Ratios between rows survive a noisy machine better than absolute figures. `json=FILE`
 writes the figures as a profile that `python -m submission project` reads.
 """
@@ -28,12 +33,14 @@ import torchvision
 
 from .config import ConfigError, parse_overrides, resolve
 from .data import loaders
-from .data.prepare import prepare
+from .data.prepare import cache_folder, prepare
+from .methods.ema import EMA
 from .methods.loss import LOSSES
-from .methods.progressive_resize import schedule_sides
+from .methods.progressive_resize import resize_batch, schedule_sides
 from .methods.sgdw import DecoupledSGDW
 from .model import model_from_config
 from .train import autocast_for, grad_scaler, optimizer_step
+from .warmup import compiled
 
 PROFILE_SCHEMA = 1
 
@@ -86,11 +93,56 @@ def train_flops(model, batch, normalize, loss_fn, smoothing) -> float:
     return float(counter.get_total_flops())
 
 
+def _loader_setup_child(config_dict: dict, data_dict: dict, warm: bool) -> dict:
+    """In a fresh process: seconds to the first training batch and through the first
+    evaluation pass of the run's loaders, after warm_up_loaders or not."""
+    from . import distributed
+    from .config import Config
+    from .data.prepare import PreparedData
+    from .train import run_loaders
+    from .warmup import warm_up_loaders
+
+    config, data = Config.from_dict(config_dict), PreparedData(**data_dict)
+    device = torch.device("cuda" if config.device_type == "cuda" else "cpu")
+    ctx = distributed.Context(0, 0, 1, device)
+    figures = {"warm_up_s": 0.0}
+    if warm:
+        figures["warm_up_s"] = warm_up_loaders(*run_loaders(
+            config, ctx, 0, data.synthetic_path, data.synthetic_path, data.synthetic_samples,
+            shard=False), log=lambda line: None)
+    start = time.perf_counter()
+    train, val = run_loaders(config, ctx, 0, data.train_path, data.val_path, data.eval_samples,
+                             shard=True)
+    next(iter(train))
+    _sync(device)
+    figures["train_first_batch_s"] = time.perf_counter() - start
+    start = time.perf_counter()
+    for _ in val:
+        pass
+    _sync(device)
+    figures["val_first_pass_s"] = time.perf_counter() - start
+    return figures
+
+
+def loader_setup(config, data) -> dict:
+    """{"cold": ..., "warm": ...} from _loader_setup_child, each in a new process."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    figures = {}
+    for name, warm in (("cold", False), ("warm", True)):
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+            figures[name] = pool.submit(_loader_setup_child, config.to_dict(), data.to_dict(),
+                                        warm).result()
+    return figures
+
+
 def measure(config, steps: int) -> dict:
     device = torch.device("cuda" if config.device_type == "cuda" else "cpu")
     if device.type == "cpu":
         torch.set_num_threads(config.cpu_threads or torch.get_num_threads())
     data = prepare(config)
+    figures: dict = {"loader_setup": loader_setup(config, data)}   # first: nothing else running
     classes = data.num_classes
     model = model_from_config(config, classes).to(device)
     optimizer = DecoupledSGDW(model.parameters(), lr=config.peak_lr, momentum=config.momentum,
@@ -104,7 +156,6 @@ def measure(config, steps: int) -> dict:
         optimizer_step(model, optimizer, scaler, autocast, loss_fn, normalize(images), labels,
                        config.label_smoothing)
 
-    figures: dict = {}
     full = _synthetic(batch, res, classes, device)
     figures["step"] = batch / _timed(lambda: train_step(*full), steps, device)
 
@@ -129,6 +180,29 @@ def measure(config, steps: int) -> dict:
         sizes[side] = {"first_step_s": first,
                        "img_per_s": batch / _timed(lambda: train_step(*synthetic), steps, device, 1)}
     figures["sizes"] = sizes
+
+    # the loop's own work around a step at the smallest side: normalising the loader's
+    # full-size batch, resizing it, and the EMA update (every ema_update_every_batches)
+    smallest = min(sizes)
+    ema = EMA(model, config.ema_half_life_batches or 100, 1)
+    every = config.ema_update_every_batches if config.ema_half_life_batches > 0 else 0
+    prepare_s = _timed(lambda: resize_batch(normalize(full[0]), smallest, config.resize_mode),
+                       steps, device)
+    ema_s = _timed(lambda: ema.update(model, 1), steps, device) / every if every else 0.0
+    step_s = batch / sizes[smallest]["img_per_s"]
+    figures["loop_overhead"] = {"side": smallest, "normalize_resize_s": prepare_s, "ema_s": ema_s,
+                                "share_of_step": (prepare_s + ema_s) / step_s}
+    del ema
+
+    if config.compile:
+        net = compiled(model, cache_folder(config))
+
+        def compiled_step(images, labels):
+            optimizer_step(net, optimizer, scaler, autocast, loss_fn, normalize(images), labels,
+                           config.label_smoothing)
+        first = _first_call(lambda: compiled_step(*full), device)
+        figures["compiled"] = {"first_step_s": first,
+                               "img_per_s": batch / _timed(lambda: compiled_step(*full), steps, device)}
 
     dtype = (torch.bfloat16 if config.amp_dtype == "bf16" else torch.float16) \
         if config.precision == "amp" else torch.float32
@@ -193,6 +267,9 @@ def profile(config, figures: dict, steps: int) -> dict:
         "step_img_per_s": figures["step"],
         "fed_step_img_per_s": figures["fed_step"],
         "mfu": figures["mfu"],
+        "loader_setup_s": figures["loader_setup"],
+        "loop_overhead": figures["loop_overhead"],
+        "compiled": figures.get("compiled"),
     }
 
 
@@ -208,8 +285,16 @@ def report(config, figures: dict, steps: int) -> str:
             ("step fed by the loader", figures["fed_step"]),
             ("evaluation, first pass (FFCV compile)", figures["eval_first"]),
             ("evaluation, second pass", figures["eval"])]
+    if "compiled" in figures:
+        rows.insert(1, (f"compiled step (first call {figures['compiled']['first_step_s']:.0f} s)",
+                        figures["compiled"]["img_per_s"]))
     lines += [f"  {name:<40} {value:10.1f} img/s   {value / base:6.2f}x the recipe step"
               for name, value in rows]
+    overhead = figures["loop_overhead"]
+    lines += ["", f"  around each step at {overhead['side']} px: normalise + resize "
+              f"{overhead['normalize_resize_s'] * 1000:.1f} ms, EMA update {overhead['ema_s'] * 1000:.1f} ms "
+              f"(per step, updating every {config.ema_update_every_batches}) = "
+              f"{overhead['share_of_step'] * 100:.1f}% of a step at that size"]
     mfu = figures["mfu"]
     lines += ["", f"  MFU: {mfu['flops_per_image'] / 1e9:.2f} GFLOP per image (fwd+bwd, "
               f"{config.train_resolution} px) x {base:.1f} img/s / {mfu['peak_flops'] / 1e9:.0f} "
@@ -217,6 +302,11 @@ def report(config, figures: dict, steps: int) -> str:
               "  progressive-resizing sizes: first step (s), steady img/s"]
     lines += [f"  {side:>5} px  {v['first_step_s']:7.2f} s  {v['img_per_s']:10.1f} img/s"
               for side, v in figures["sizes"].items()]
+    cold, warm = figures["loader_setup"]["cold"], figures["loader_setup"]["warm"]
+    lines += ["", "  the run's loaders after run_start, in a fresh process:   no warm-up   after warm-up",
+              f"  {'first training batch':<54}{cold['train_first_batch_s']:7.2f} s  {warm['train_first_batch_s']:9.2f} s",
+              f"  {'first evaluation pass':<54}{cold['val_first_pass_s']:7.2f} s  {warm['val_first_pass_s']:9.2f} s",
+              f"  {'loader warm-up on the synthetic file, before run_start':<54}{'':>9}  {warm['warm_up_s']:9.2f} s"]
     return "\n".join(lines)
 
 

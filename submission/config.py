@@ -46,7 +46,7 @@ HARNESS_SETTINGS: dict[str, tuple[Any, str]] = {
     "val_labels": ("", "label CSV (image,class-folder rows, e.g. LOC_val_solution.csv) for a "
                        "flat val/ folder; convert the devkit's ground truth to it first"),
     "cache_dir": ("cache", ".beton files, reused while source and write settings match"),
-    "skip_bad_images": (False, "skip unreadable images (counted, listed) instead of failing"),
+    "skip_bad_images": (False, "skip unusable images (unreadable, or too small for the pipeline; counted, listed) instead of failing"),
     "write_mode": ("proportion", "FFCV RGBImageField write_mode: raw, jpg, proportion, smart"),
     "write_max_resolution": (500, "longest side stored in the .beton (Composer's create_ffcv_datasets.py: 500)"),
     "write_jpeg_quality": (90, "JPEG quality of stored images (create_ffcv_datasets.py: 90)"),

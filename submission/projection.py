@@ -161,6 +161,8 @@ def project(config: Config, profile: dict[str, Any], profile_name: str,
     loader_rate = loader["img_per_s"] / loader["threads"] * threads * processes
 
     setup = profile.get("setup_s") or {}
+    # measured in fresh processes by the bench: the loaders' set-up after run_start
+    loader_probe = (profile.get("loader_setup_s") or {}).get("warm" if config.warmup else "cold")
     eval_rate = profile["eval_img_per_s"] * processes
 
     def parts_until(stop: int) -> list[Part]:
@@ -179,12 +181,20 @@ def project(config: Config, profile: dict[str, Any], profile_name: str,
         count = stop // eval_every + (1 if stop == total_steps and stop % eval_every else 0)
         parts.append(Part(f"evaluation, {count} x {eval_images:,} images", count * eval_images,
                           eval_rate, "eval", count * eval_images / eval_rate))
-        first_steps = sum(max(0.0, profile["train_step"][str(side)].get("first_step_s", 0.0)
-                              - config.batch_per_device / profile["train_step"][str(side)]["img_per_s"])
-                          for side, first, _ in schedule if first < stop)
-        in_run = setup.get("in_run_first_epoch_extra", 0.0) + setup.get("first_eval_extra", 0.0)
-        parts.append(Part("in-run set-up: FFCV first epoch and first evaluation, first step at "
-                          "each side", 0, 0.0, "set-up", in_run + first_steps))
+        # with the warm-up, the first step at each side is paid before run_start
+        first_steps = 0.0 if config.warmup else sum(
+            max(0.0, profile["train_step"][str(side)].get("first_step_s", 0.0)
+                - config.batch_per_device / profile["train_step"][str(side)]["img_per_s"])
+            for side, first, _ in schedule if first < stop)
+        if loader_probe:
+            in_run = loader_probe["train_first_batch_s"] + loader_probe["val_first_pass_s"]
+            what = ("in-run set-up: the loaders' first batch and first evaluation pass "
+                    + ("(pipelines compiled by the warm-up before run_start)" if config.warmup
+                       else "(FFCV compiling: warmup=false), first step at each side"))
+        else:
+            in_run = setup.get("in_run_first_epoch_extra", 0.0) + setup.get("first_eval_extra", 0.0)
+            what = "in-run set-up: FFCV first epoch and first evaluation, first step at each side"
+        parts.append(Part(what, 0, 0.0, "set-up", in_run + first_steps))
         return parts
 
     parts = parts_until(total_steps)
@@ -206,7 +216,7 @@ def project(config: Config, profile: dict[str, Any], profile_name: str,
     if measured.get("device") and measured["device"] != config.device_type:
         warnings.append(f"the profile was measured on {measured['device']}, {config.system_id} "
                         f"runs on {config.device_type}")
-    if not setup:
+    if not setup and not loader_probe:
         warnings.append("the profile has no in-run set-up figures (setup_s): FFCV's first-epoch "
                         "compilation is not counted")
 

@@ -39,7 +39,7 @@ from .methods.schedule import lr_at
 from .methods.sgdw import DecoupledSGDW
 from .mlperf_log import RunLog
 from .model import model_from_config
-from .warmup import compiled, warm_up
+from .warmup import compiled, warm_up, warm_up_loaders
 
 
 @dataclass
@@ -153,7 +153,11 @@ def evaluate(model, loader, normalize, autocast, expected_samples: int) -> float
 
 
 class Reporter:
-    """Progress lines on rank 0: step, loss, lr, img/s, accuracy so far, ETA."""
+    """Progress lines on rank 0: step, loss, lr, img/s, accuracy so far, ETA.
+
+    A line's img/s covers the training steps since the previous line, evaluation time
+    left out (each evaluation line gives its own seconds), so that every window can be
+    held against the steady rate of its size (report.steadiness)."""
 
     def __init__(self, label: str, total_steps: int, steps_per_epoch: int, global_batch: int,
                  every: int, enabled: bool):
@@ -177,12 +181,28 @@ class Reporter:
               f"loss {loss.item():.4f} lr {lr:.4f} {side}px {rate:.0f} img/s | {acc} | "
               f"{elapsed:.1f} min, budget ETA {eta:.1f} min", flush=True)
 
-    def evaluated(self, epoch: float, accuracy: float, target: float) -> None:
+    def evaluated(self, epoch: float, accuracy: float, target: float, seconds: float) -> None:
         self.accuracy = accuracy
+        self.window_start += seconds
         if self.enabled:
             mark = "reached" if accuracy >= target else "below"
             print(f"{self.label} eval at epoch {epoch:.2f}: top-1 {accuracy:.4f} ({mark} target "
-                  f"{target})", flush=True)
+                  f"{target}) in {seconds:.2f} s", flush=True)
+
+
+def run_loaders(config: Config, ctx: dist_utils.Context, seed: int, train_path: str,
+                val_path: str, eval_samples: int, shard: bool):
+    """The run's training and evaluation loaders; shard=False builds the same pipelines
+    unsharded (the warm-up, on a synthetic file of one batch)."""
+    train = loaders.train_loader(
+        train_path, config.train_resolution, config.batch_per_device, config.workers_per_device,
+        seed, ctx.device, ctx.distributed and shard, config.crop_scale_min)
+    rank, world = (ctx.rank, ctx.world_size) if shard else (0, 1)
+    val = loaders.val_loader(
+        val_path, config.eval_resolution, config.eval_resize,
+        config.eval_batch_size or config.batch_per_device, config.workers_per_device,
+        ctx.device, rank, world, eval_samples)
+    return train, val
 
 
 def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed: int,
@@ -208,15 +228,8 @@ def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed:
     scaler = grad_scaler(config, ctx.device)
     normalize = loaders.Normalizer(ctx.device)
 
-    train_loader = loaders.train_loader(
-        data.train_path, config.train_resolution, config.batch_per_device,
-        config.workers_per_device, seed, ctx.device, ctx.distributed, config.crop_scale_min)
-    val_loader = loaders.val_loader(
-        data.val_path, config.eval_resolution, config.eval_resize,
-        config.eval_batch_size or config.batch_per_device, config.workers_per_device,
-        ctx.device, ctx.rank, ctx.world_size, data.eval_samples)
-
-    steps_per_epoch = len(train_loader)
+    steps_per_epoch = loaders.train_steps_per_epoch(data.train_samples, config.batch_per_device,
+                                                    ctx.world_size, ctx.distributed)
     if steps_per_epoch == 0:
         raise RuntimeError(f"{data.train_samples} training images are fewer than one global batch "
                            f"({config.global_batch_size}): lower batch_per_device")
@@ -224,18 +237,32 @@ def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed:
     warmup_steps = round(config.warmup_train_epochs * steps_per_epoch)
     eval_every = max(1, round(config.eval_every_epochs * steps_per_epoch))
     log.hyperparameters(config, seed, data.train_samples, data.eval_samples)
-    report = Reporter(label, total_steps, steps_per_epoch, config.global_batch_size,
-                      config.progress_every_steps, ctx.is_main)
+
+    def say(line: str) -> None:
+        if ctx.is_main:
+            print(f"{label} {line}", flush=True)
+
     if config.warmup:
         warm_up(net, model, train_sides=schedule_sides(steps_per_epoch, total_steps, config),
                 eval_side=config.eval_resolution, batch=config.batch_per_device,
                 eval_batch=config.eval_batch_size or config.batch_per_device,
                 num_classes=data.num_classes, loss_fn=loss_fn, smoothing=config.label_smoothing,
-                autocast=autocast, normalize=normalize, device=ctx.device,
-                log=lambda line: ctx.is_main and print(f"{label} {line}", flush=True))
+                autocast=autocast, normalize=normalize, device=ctx.device, log=say)
+        if data.synthetic_path:
+            warm_up_loaders(*run_loaders(config, ctx, seed, data.synthetic_path,
+                                         data.synthetic_path, data.synthetic_samples, shard=False),
+                            log=say)
 
     log.init_stop_run_start()   # ---- timed region starts: MLPerf run_start ----
     run_start = time.monotonic()
+    report = Reporter(label, total_steps, steps_per_epoch, config.global_batch_size,
+                      config.progress_every_steps, ctx.is_main)
+    # the data sets are opened only now: FFCV's Loader reads the labels when it is built
+    train_loader, val_loader = run_loaders(config, ctx, seed, data.train_path, data.val_path,
+                                           data.eval_samples, shard=True)
+    if len(train_loader) != steps_per_epoch:
+        raise RuntimeError(f"the training loader has {len(train_loader)} batches an epoch, "
+                           f"{steps_per_epoch} were planned from data.json: was the .beton replaced?")
     STOP.in_loop = True
     step, epoch, accuracy, reached, reason = 0, 0, 0.0, False, "epoch budget exhausted"
     while step < total_steps and not reached:
@@ -257,13 +284,14 @@ def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed:
 
             evaluated = step % eval_every == 0 or step == total_steps
             if evaluated:
-                eval_epoch = round(step / steps_per_epoch, 4)
+                eval_epoch, eval_began = round(step / steps_per_epoch, 4), time.monotonic()
                 log.eval_start(eval_epoch)
                 eval_model = ema.model if ema else model
                 dist_utils.average_buffers(eval_model)
                 accuracy = evaluate(eval_model, val_loader, normalize, autocast, data.eval_samples)
                 log.eval_result(eval_epoch, accuracy)
-                report.evaluated(eval_epoch, accuracy, config.target_accuracy)
+                report.evaluated(eval_epoch, accuracy, config.target_accuracy,
+                                 time.monotonic() - eval_began)
                 reached = accuracy >= config.target_accuracy
             if step % config.progress_every_steps == 0 or evaluated:
                 # one decision for all ranks: they must leave the loop at the same step

@@ -11,6 +11,11 @@ network, on random batches made here: no training or validation image is read. I
 takes no optimizer step and restores everything it touched: weights, BatchNorm
 statistics, gradients and the random number generators are bit-identical afterwards,
 so a run with warm-up starts from exactly the state a run without it starts from.
+
+`warm_up_loaders` reads the run's FFCV pipelines through once on a synthetic .beton
+(random images written with the data set's write settings by `prepare`), so that their
+numba compilation, shared across Loaders by `data.compile_cache`, is done before the
+real Loaders are built on the data after run_start.
 """
 from __future__ import annotations
 
@@ -79,6 +84,18 @@ def warm_up(net: torch.nn.Module, model: torch.nn.Module, *, train_sides: list[i
     log(f"warm-up before run_start: {len(train_sides)} training sizes "
         f"({', '.join(str(s) for s in train_sides)} px) and evaluation at {eval_side} px, "
         f"{sum(seconds.values()):.1f} s, synthetic batches")
+    return seconds
+
+
+def warm_up_loaders(*loaders_on_synthetic_data, log=print) -> float:
+    """One pass over each loader (built with the run's pipelines on the synthetic file);
+    returns the seconds it took, almost all of it numba compiling the pipelines."""
+    start = time.perf_counter()
+    for loader in loaders_on_synthetic_data:
+        for _ in loader:
+            pass
+    seconds = time.perf_counter() - start
+    log(f"loader warm-up before run_start: pipelines compiled on synthetic images, {seconds:.1f} s")
     return seconds
 
 

@@ -26,5 +26,12 @@ def test_bench_on_a_small_training_set_writes_a_profile_of_every_size(tmp_path, 
         assert figures["img_per_s"] > 0 and figures["first_step_s"] > 0
     assert data["eval_img_per_s"] > 0 and data["loader"]["img_per_s"] > 0
     assert 0 < data["mfu"]["mfu"] < 1 and data["mfu"]["flops_per_image"] > 1e8
-    for row in ("plain torchvision loop", "MFU", "progressive-resizing sizes"):
+    overhead = data["loop_overhead"]
+    assert overhead["side"] == 16 and overhead["normalize_resize_s"] > 0 and overhead["ema_s"] > 0
+    assert 0 < overhead["share_of_step"] < 1
+    for probe in ("cold", "warm"):
+        assert data["loader_setup_s"][probe]["train_first_batch_s"] > 0
+        assert data["loader_setup_s"][probe]["val_first_pass_s"] > 0
+    assert data["loader_setup_s"]["warm"]["warm_up_s"] > 0 == data["loader_setup_s"]["cold"]["warm_up_s"]
+    for row in ("plain torchvision loop", "MFU", "progressive-resizing sizes", "first training batch"):
         assert row in done.stdout

@@ -366,7 +366,7 @@ def test_corrupt_images_fail_listing_paths_and_leave_nothing(corrupt, tmp_path):
     message = error_of(config(root, cache))
     for path in bad:
         assert str(path) in message
-    assert "2 unreadable" in message and "skip_bad_images" in message
+    assert "2 unusable images" in message and "skip_bad_images" in message
     left = cache_contents(cache, root)
     assert not [n for n in left if ".beton" in n or ".tmp" in n]
     assert "skipped_images.txt" not in left
@@ -540,7 +540,7 @@ def test_verified_images_are_not_decoded_again_and_a_changed_one_is(tmp_path, ca
     changed = next((tmp_path / "d" / "train" / "cat").iterdir())
     changed.write_bytes(b"not an image any more")
     message = error_of(config(tmp_path / "d", cache))
-    assert "1 unreadable images" in message and changed.name in message
+    assert "1 unusable images" in message and changed.name in message
 
 
 def test_skipped_listing_does_not_outlive_the_bad_images(tmp_path):
@@ -594,3 +594,25 @@ def test_odd_names_tiny_images_and_folders_named_like_images(tmp_path):
                                   seed=0, device=CPU, distributed=False)
     (images, labels), = list(loader)
     assert tuple(images.shape) == (17, 3, 32, 32)
+
+
+def test_images_too_small_for_the_pipeline_are_refused_then_skippable(tmp_path):
+    """A 1x1 validation image (its center crop is 0 px) and a 200x1 training image (0 px
+    high once stored at write_max_resolution=64) would abort the process inside OpenCV:
+    they are named with their sizes, and skip_bad_images=true leaves them out."""
+    root = tmp_path / "d"
+    make_nested(root)
+    Image.new("RGB", (1, 1), (10, 20, 30)).save(root / "val" / "cat" / "pixel.png")
+    Image.new("RGB", (200, 1), (10, 20, 30)).save(root / "train" / "dog" / "line.png")
+    cfg = config(root, tmp_path / "cache")
+    assert cfg.eval_resolution < cfg.eval_resize          # a crop ratio below 1
+    message = error_of(cfg)
+    assert "2 unusable images" in message
+    assert "pixel.png: 1x1 px: the evaluation center crop" in message
+    assert "line.png: 200x1 px: stored with its long side at write_max_resolution=64" in message
+
+    data = prepare(config(root, tmp_path / "cache", skip_bad_images="true"))
+    assert (data.train_samples, data.eval_samples, data.skipped_images) == (15, 7, 2)
+    labels, _ = read_val(data.val_path, data.eval_samples, resolution=cfg.eval_resolution,
+                         resize=cfg.eval_resize)
+    assert len(labels) == 7

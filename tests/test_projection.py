@@ -126,3 +126,18 @@ def test_command_prints_the_projection(tmp_path, capsys):
     path.write_text("{not json")
     assert cli_main(["project", "system=cpu", f"profile={path}"]) == 2
     assert "not valid JSON (line 1" in capsys.readouterr().err
+
+
+def test_in_run_set_up_comes_from_the_loader_probe_of_the_warm_up_setting():
+    """The bench's fresh-process probe: with the warm-up, the warm loaders' first batch and
+    evaluation pass; without it, the cold ones plus the first step at each side."""
+    probe = {"cold": {"train_first_batch_s": 16.0, "val_first_pass_s": 1.5, "warm_up_s": 0.0},
+             "warm": {"train_first_batch_s": 0.5, "val_first_pass_s": 0.1, "warm_up_s": 11.0}}
+    profile = _profile([32], 100.0, first_step_s=2.64)    # 2 s more than a steady step of 64
+    profile["loader_setup_s"] = probe
+    warm = projection.project(_cpu(progressive_resize="false"), profile, "p.json")
+    cold = projection.project(_cpu(progressive_resize="false", warmup="false"), profile, "p.json")
+    assert warm.parts[-1].seconds == pytest.approx(0.6)
+    assert cold.parts[-1].seconds == pytest.approx(17.5 + 2.0)
+    assert "warm-up before run_start" in warm.parts[-1].what and "warmup=false" in cold.parts[-1].what
+    assert not any("set-up figures" in w for w in warm.warnings)

@@ -55,3 +55,129 @@ def test_warm_up_runs_every_size_and_leaves_the_run_bit_identical():
     assert model.training
     assert random.getstate() == rng[0] and torch.equal(torch.get_rng_state(), rng[2])
     assert np.array_equal(np.random.get_state()[1], rng[1][1])
+
+
+LOADER_PROBE = '''
+import hashlib, json, sys
+import torch
+from numba.core import event
+from submission import distributed
+from submission.config import Config
+from submission.data.prepare import PreparedData
+from submission.train import run_loaders
+from submission.warmup import warm_up_loaders
+
+config = Config.from_dict(json.loads(open(sys.argv[1]).read()))
+data = PreparedData.load(sys.argv[2])
+ctx = distributed.Context(0, 0, 1, torch.device("cpu"))
+if sys.argv[3] == "warm":
+    warm_up_loaders(*run_loaders(config, ctx, 5, data.synthetic_path, data.synthetic_path,
+                                 data.synthetic_samples, shard=False), log=lambda line: None)
+with event.install_recorder("numba:compile") as compiles:
+    train, val = run_loaders(config, ctx, 5, data.train_path, data.val_path, data.eval_samples,
+                             shard=True)
+    labels = [y.tolist() for _, (_, y) in zip(range(3), train)]
+    images = hashlib.sha256(b"".join(x.numpy().tobytes() for x, _ in val)).hexdigest()
+with event.install_recorder("numba:compile") as other_compiles:   # another crop size: not reused
+    from submission.data.loaders import val_loader
+    smaller = val_loader(data.val_path, 16, 16, 8, 1, ctx.device, 0, 1, 8)
+    side = next(iter(smaller))[0].shape[-1]
+print(json.dumps({"compiles": len(compiles.buffer), "labels": labels, "val": images,
+                  "other_compiles": len(other_compiles.buffer), "other_side": side}))
+'''
+
+
+def test_loaders_warmed_on_synthetic_images_compile_nothing_after_run_start(tmp_path, cache_dir):
+    """In a fresh process, the run's loaders compile their numba pipelines on first use;
+    after warm_up_loaders on the synthetic file they compile nothing, and they give the
+    same batches (evaluation images bit for bit, training labels in the same order)."""
+    import json
+    import subprocess
+    import sys
+
+    from conftest import REPO, quick_settings
+    from submission.config import parse_overrides
+    from submission.data.prepare import prepare
+
+    config = resolve(None, parse_overrides(quick_settings(tmp_path, cache_dir)))
+    data = prepare(config)
+    assert data.synthetic_samples == config.batch_per_device and data.synthetic_path
+    (tmp_path / "config.json").write_text(json.dumps(config.to_dict()))
+    data.save(tmp_path / "data.json")
+    (tmp_path / "probe.py").write_text(LOADER_PROBE)
+
+    def probe(mode: str) -> dict:
+        done = subprocess.run([sys.executable, str(tmp_path / "probe.py"), str(tmp_path / "config.json"),
+                               str(tmp_path / "data.json"), mode], cwd=REPO, capture_output=True,
+                              text=True, timeout=300, env={"PYTHONPATH": str(REPO), "PATH": ""})
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    cold, warm = probe("cold"), probe("warm")
+    assert cold["compiles"] > 0            # FFCV compiles a new Loader's pipelines
+    assert warm["compiles"] == 0
+    assert warm["val"] == cold["val"] and warm["labels"] == cold["labels"]
+    assert warm["other_compiles"] > 0 and warm["other_side"] == 16
+
+
+ORDER_TRACE = '''
+import json, os, sys
+_trace = os.environ["ORDER_TRACE"]
+
+def _note(kind, what=""):
+    with open(_trace, "a") as out:
+        out.write(json.dumps([kind, str(what)]) + "\\n")
+
+def _audit(event, args):
+    if event == "open" and args and str(args[0]).endswith(".beton"):
+        _note("open", args[0])
+
+sys.addaudithook(_audit)
+import ffcv.reader
+from submission import mlperf_log
+_reader_init, _run_start = ffcv.reader.Reader.__init__, mlperf_log.RunLog.init_stop_run_start
+
+def _reader(self, fname, *args, **kwargs):
+    _note("read", fname)
+    return _reader_init(self, fname, *args, **kwargs)
+
+def _started(self):
+    _note("run_start")
+    return _run_start(self)
+
+ffcv.reader.Reader.__init__, mlperf_log.RunLog.init_stop_run_start = _reader, _started
+'''
+
+
+def test_no_data_set_is_read_before_run_start(tmp_path, cache_dir):
+    """A real run with the warm-up on: before run_start only the synthetic file is opened;
+    the training and validation .beton files (FFCV's Reader reads their labels) only after."""
+    import json
+    import subprocess
+    import sys
+
+    from conftest import REPO, quick_settings
+    from submission.config import parse_overrides
+    from submission.data.prepare import prepare
+
+    config = resolve(None, parse_overrides(quick_settings(tmp_path, cache_dir, warmup="true")))
+    data = prepare(config)
+    (tmp_path / "config.json").write_text(json.dumps(config.to_dict()))
+    data.save(tmp_path / "data.json")
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(ORDER_TRACE)
+    trace = tmp_path / "trace.jsonl"
+    done = subprocess.run(
+        [sys.executable, "-m", "submission.train", "--config", str(tmp_path / "config.json"),
+         "--data", str(tmp_path / "data.json"), "--seed", "2", "--result", str(tmp_path / "result_0.txt")],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+        env={"PYTHONPATH": f"{hook}:{REPO}", "ORDER_TRACE": str(trace), "PATH": ""})
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert "loader warm-up before run_start" in done.stdout
+    events = [tuple(json.loads(line)) for line in trace.read_text().splitlines()]
+    start = events.index(("run_start", ""))
+    before, after = {what for _, what in events[:start]}, {what for _, what in events[start:]}
+    assert data.synthetic_path in before
+    assert data.train_path not in before and data.val_path not in before
+    assert {data.train_path, data.val_path} <= after

@@ -18,6 +18,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from . import compile_cache
+
 IMAGENET_MEAN = (0.485 * 255, 0.456 * 255, 0.406 * 255)
 IMAGENET_STD = (0.229 * 255, 0.224 * 255, 0.225 * 255)
 
@@ -28,6 +30,7 @@ def train_loader(path: str, resolution: int, batch_size: int, workers: int, seed
     from ffcv.loader import Loader, OrderOption
     from ffcv.transforms import RandomHorizontalFlip, Squeeze, ToDevice, ToTensor, ToTorchImage
 
+    compile_cache.install()
     image_pipeline = [
         RandomResizedCropRGBImageDecoder((resolution, resolution), scale=(crop_scale_min, 1.0)),
         RandomHorizontalFlip(),
@@ -39,12 +42,20 @@ def train_loader(path: str, resolution: int, batch_size: int, workers: int, seed
                   pipelines={"image": image_pipeline, "label": label_pipeline})
 
 
+def train_steps_per_epoch(samples: int, batch_size: int, world_size: int, distributed: bool) -> int:
+    """len(train_loader(...)), known without opening the file: FFCV's distributed order
+    gives each rank ceil(samples / world_size) indices; batches drop the remainder."""
+    per_rank = -(-samples // world_size) if distributed else samples
+    return per_rank // batch_size
+
+
 def val_loader(path: str, resolution: int, resize: int, batch_size: int, workers: int,
                device: torch.device, rank: int, world_size: int, num_samples: int):
     from ffcv.fields.decoders import CenterCropRGBImageDecoder, IntDecoder
     from ffcv.loader import Loader, OrderOption
     from ffcv.transforms import Squeeze, ToDevice, ToTensor, ToTorchImage
 
+    compile_cache.install()
     image_pipeline = [
         CenterCropRGBImageDecoder((resolution, resolution), ratio=resolution / resize),
         ToTensor(), ToDevice(device, non_blocking=True), ToTorchImage(channels_last=True),

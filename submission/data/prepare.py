@@ -36,6 +36,8 @@ class PreparedData:
     train_samples: int
     eval_samples: int
     skipped_images: int = 0
+    synthetic_path: str = ""        # random images written the same way: the loaders' warm-up
+    synthetic_samples: int = 0
 
     @classmethod
     def load(cls, path: Path) -> "PreparedData":
@@ -64,20 +66,64 @@ def _subset(split, limit: int):
     return split
 
 
-def _check_image(path: Path) -> str | None:
+class SyntheticSplit:
+    """Random-noise images with the data set's labels range, nothing read from any data
+    set: the file the loaders are warmed up on before run_start (warmup.py)."""
+    IMAGE_SHAPE = (48, 64, 3)
+
+    def __init__(self, count: int, num_classes: int):
+        self.count, self.num_classes = count, num_classes
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, index: int) -> tuple[np.ndarray, int]:
+        image = np.random.default_rng(index).integers(0, 256, self.IMAGE_SHAPE, dtype=np.uint8)
+        return image, index % self.num_classes
+
+    def fingerprint(self) -> str:
+        return f"synthetic {self.IMAGE_SHAPE} classes {self.num_classes}"
+
+
+def _check_image(path: Path) -> tuple[str | None, int, int]:
+    """(why it cannot be used or None, height, width) of one image file."""
     try:
         image = sources.load_rgb(path)
         if image.ndim != 3 or min(image.shape[:2]) < 1:
-            return f"decoded to shape {image.shape}"
+            return f"decoded to shape {image.shape}", 0, 0
     except Exception as exc:  # PIL raises many types for broken files
-        return f"{type(exc).__name__}: {exc}"
+        return f"{type(exc).__name__}: {exc}", 0, 0
+    return None, int(image.shape[0]), int(image.shape[1])
+
+
+def stored_shape(height: int, width: int, max_resolution: int) -> tuple[int, int]:
+    """The (height, width) FFCV's RGBImageField stores: scaled down, truncated, so that
+    the long side is at most max_resolution."""
+    ratio = max_resolution / max(height, width) if max_resolution else 1.0
+    return (int(ratio * height), int(ratio * width)) if ratio < 1 else (height, width)
+
+
+def too_small(height: int, width: int, config: Config, split_name: str) -> str | None:
+    """Why a decodable image cannot go through the split's pipeline, or None: a stored
+    side of 0 px, or (validation) a center crop of 0 px, on which FFCV's resize aborts
+    the whole process inside OpenCV."""
+    stored = stored_shape(height, width, config.write_max_resolution)
+    if min(stored) < 1:
+        return (f"{width}x{height} px: stored with its long side at write_max_resolution="
+                f"{config.write_max_resolution}, its short side would be 0 px")
+    crop_ratio = config.eval_resolution / config.eval_resize
+    if split_name == "val" and int(crop_ratio * min(stored)) < 1:
+        return (f"{width}x{height} px: the evaluation center crop ({config.eval_resolution}/"
+                f"{config.eval_resize} of the short side) would be 0 px")
     return None
 
 
-def check_images(split: sources.FolderSplit, workers: int, manifest: Path) -> None:
+def check_images(split: sources.FolderSplit, workers: int, manifest: Path,
+                 unusable=lambda height, width: None) -> None:
     """Decode every image whose (size, mtime) this manifest has not seen verified; record
-    the unreadable ones in split.bad. The manifest (beside the .beton files) remembers the
-    verdicts, so an unchanged data set is not decoded again on the next invocation."""
+    the unreadable ones, and those `unusable(height, width)` refuses, in split.bad. The
+    manifest (beside the .beton files) remembers each verdict and size, so an unchanged
+    data set is not decoded again on the next invocation."""
     known = _read_manifest(manifest)
     verdicts: dict[str, list] = {}
     todo = []
@@ -85,23 +131,26 @@ def check_images(split: sources.FolderSplit, workers: int, manifest: Path) -> No
         key = str(path)          # JSON keeps non-UTF-8 names as escaped surrogates
         stat = path.stat()
         seen = known.get(key)
-        if seen and seen[:2] == [stat.st_size, stat.st_mtime_ns]:
+        if seen and len(seen) == 5 and seen[:2] == [stat.st_size, stat.st_mtime_ns]:
             verdicts[key] = seen
         else:
             todo.append((path, key, stat))
     if todo:
         progress = Progress(f"checking {sources.display(split.root)}", len(todo))
         with ProcessPoolExecutor(max_workers=workers) as pool:
-            for (path, key, stat), problem in zip(
+            for (path, key, stat), (problem, height, width) in zip(
                     todo, pool.map(_check_image, [p for p, _, _ in todo], chunksize=64)):
-                verdicts[key] = [stat.st_size, stat.st_mtime_ns, problem]
+                verdicts[key] = [stat.st_size, stat.st_mtime_ns, problem, height, width]
                 progress.advance()
         progress.done()
     if len(todo) < len(split.samples):
         print(f"[prepare] {len(split.samples) - len(todo)} images of {sources.display(split.root)} "
               f"unchanged since verified ({manifest.name}): not decoded again", file=sys.stderr)
-    split.bad += [(path, verdicts[str(path)][2]) for path, _ in split.samples
-                  if verdicts[str(path)][2]]
+    for path, _ in split.samples:
+        _, _, problem, height, width = verdicts[str(path)]
+        problem = problem or unusable(height, width)
+        if problem:
+            split.bad.append((path, problem))
     _write_json_atomic(manifest, {**known, **verdicts})
 
 
@@ -210,22 +259,25 @@ def _readable_beton(path: Path) -> bool:
         return False
 
 
-def _drop_unreadable(splits, folder: Path, config: Config, workers: int) -> int:
-    """Check folder images; fail on unreadable ones unless skip_bad_images (then list them)."""
+def _drop_unusable(splits, folder: Path, config: Config, workers: int) -> int:
+    """Check folder images; fail on unreadable or too small ones unless skip_bad_images
+    (then list them)."""
     bad = []
     for split, name in zip(splits, ("train", "val")):
         if split.ignored:
             print(f"[prepare] ignoring {len(split.ignored)} entries that are not image files in "
                   f"{sources.display(split.root)} (e.g. {sources.display(split.ignored[0])})",
                   file=sys.stderr)
-        check_images(split, workers, folder / f"verified-{name}.json")
+        check_images(split, workers, folder / f"verified-{name}.json",
+                     lambda height, width, name=name: too_small(height, width, config, name))
         bad += split.bad
     listing = folder / "skipped_images.txt"
     if bad and not config.skip_bad_images:
         listing.unlink(missing_ok=True)
         shown = "\n".join(f"  {sources.display(p)}: {why}" for p, why in bad[:20])
         more = f"\n  ... and {len(bad) - 20} more" if len(bad) > 20 else ""
-        raise ConfigError(f"{len(bad)} unreadable images:\n{shown}{more}\n"
+        raise ConfigError(f"{len(bad)} unusable images (unreadable, or too small for the "
+                          f"pipeline):\n{shown}{more}\n"
                           "Replace or remove them, or pass skip_bad_images=true to leave "
                           "them out (they are then counted and listed).")
     if bad:
@@ -233,7 +285,7 @@ def _drop_unreadable(splits, folder: Path, config: Config, workers: int) -> int:
         for split in splits:
             split.samples = [(p, label) for p, label in split.samples if p not in unreadable]
         listing.write_text("".join(f"{sources.display(p)}\t{why}\n" for p, why in bad))
-        print(f"[prepare] skipping {len(bad)} unreadable images, listed in {listing}",
+        print(f"[prepare] skipping {len(bad)} unusable images, listed in {listing}",
               file=sys.stderr)
     else:
         listing.unlink(missing_ok=True)     # a listing of an earlier preparation is stale
@@ -262,11 +314,18 @@ def prepare(config: Config) -> PreparedData:
     folder.mkdir(parents=True, exist_ok=True)
     skipped = 0
     if isinstance(train, sources.FolderSplit):
-        skipped = _drop_unreadable((train, val), folder, config, workers)
+        skipped = _drop_unusable((train, val), folder, config, workers)
     if not len(train) or not len(val):
         raise ConfigError("no images left to write after filtering")
     settings = _write_settings(config)
     train_path = _cached_beton(train, folder, "train", settings, workers)
     val_path = _cached_beton(val, folder, "val", settings, workers)
+    # one batch for each loader: enough to compile its pipeline (warmup.warm_up_loaders)
+    synthetic = SyntheticSplit(max(config.batch_per_device, config.eval_batch_size),
+                               len(train.classes))
+    (cache_folder(config) / "synthetic").mkdir(exist_ok=True)
+    synthetic_path = _cached_beton(synthetic, cache_folder(config) / "synthetic", "synthetic",
+                                   settings, workers)
     return PreparedData(str(train_path), str(val_path), num_classes=len(train.classes),
-                        train_samples=len(train), eval_samples=len(val), skipped_images=skipped)
+                        train_samples=len(train), eval_samples=len(val), skipped_images=skipped,
+                        synthetic_path=str(synthetic_path), synthetic_samples=len(synthetic))

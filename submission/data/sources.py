@@ -65,7 +65,7 @@ class FolderSplit:
     samples: list[tuple[Path, int]]
     classes: list[str]
     ignored: list[Path] = field(default_factory=list)   # non-image files
-    bad: list[tuple[Path, str]] = field(default_factory=list)  # unreadable images
+    bad: list[tuple[Path, str]] = field(default_factory=list)  # unusable images, and why
 
     def __len__(self) -> int:
         return len(self.samples)

@@ -123,7 +123,7 @@ def throughput_plot(system_dir: Path, out: Path) -> Path | None:
     ax.set_xlabel("minutes since the start of training")
     ax.set_ylabel("training throughput (img/s, whole system)")
     ax.set_title(f"{Path(system_dir).name}: throughput per progress window\n"
-                 "(a window with an evaluation in it shows lower)", fontsize=10)
+                 "(training steps only: evaluation time is left out)", fontsize=10)
     ax.set_ylim(bottom=0)
     ax.set_xlim(left=0)
     ax.grid(alpha=0.3)

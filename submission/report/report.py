@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 
 from .. import score
-from . import plots
+from . import plots, steadiness
 
 PROFILE_GLOB = "profile*.json"   # bench profiles (`python -m submission.bench ... json=FILE`) kept here
 
@@ -104,9 +104,10 @@ def build_report(system_dir: Path, price: float | None = None) -> tuple[str, dic
     if "throughput" in drawn:
         lines.append("![img/s vs minutes](throughput.png)")
         lines.append("From the progress lines kept in `progress/run_<i>.log`; each point is one "
-                     "window of progress_every_steps steps.")
+                     "window of progress_every_steps steps, evaluation time left out.")
     else:
         lines.append("No progress logs (`progress/run_<i>.log`) with progress lines: no throughput plot.")
+    lines += ["", "## Steadiness of the timed region", ""] + steadiness.markdown(system_dir)
     lines += ["", "## Systems compared", ""]
     if "systems" in drawn:
         lines += ["![minutes and cost per system](systems.png)", ""]
@@ -132,6 +133,7 @@ def main(words: list[str]) -> int:
     if not score.result_files(folder):
         raise ValueError(f"{folder} holds no resnet/result_*.txt: give a results/<system_name> folder")
     path = write_report(folder, args.price)
+    print("\n".join(steadiness.markdown(folder)) + "\n")
     print(f"report: {path}")
     for png in sorted(folder.glob("*.png")):
         print(f"plot: {png}")

@@ -1,0 +1,103 @@
+"""Is the timed region flat? Set-up that leaks past run_start shows as slow windows.
+
+For each run of a campaign:
+  - every progress window (the img/s of the training steps between two progress lines,
+    evaluation time left out) against the steady rate of its training side: the median
+    of the campaign's windows at that side;
+  - the first evaluation's seconds (eval_start to eval_stop in the MLPerf log) against
+    the median of the run's later evaluations.
+The targets (issue 9): no window below 0.8x the steady rate of its side, and a first
+evaluation no slower than 1.5x a later one. A window at a side change mixes two sides
+and is held against the later (slower) one's rate.
+"""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import score
+from . import plots
+
+SLOW_WINDOW = 0.8         # a window below this share of its side's steady rate is slow
+SLOW_FIRST_EVAL = 1.5     # a first evaluation above this multiple of the later ones is slow
+
+
+@dataclass
+class RunSteadiness:
+    run: str
+    windows: int
+    slowest_ratio: float | None     # slowest window / steady rate of its side
+    slowest_at: str                 # "window 1 (16 px)"
+    first_eval_s: float | None
+    later_eval_s: float | None      # median of the later evaluations
+
+    @property
+    def first_eval_ratio(self) -> float | None:
+        if self.first_eval_s is None or not self.later_eval_s:
+            return None
+        return self.first_eval_s / self.later_eval_s
+
+    @property
+    def flat(self) -> bool:
+        return ((self.slowest_ratio is None or self.slowest_ratio >= SLOW_WINDOW)
+                and (self.first_eval_ratio is None or self.first_eval_ratio <= SLOW_FIRST_EVAL))
+
+
+def eval_seconds(result: Path) -> list[float]:
+    """Seconds from each eval_start to its eval_stop in one MLPerf result log."""
+    from mlperf_logging.compliance_checker.mlp_parser import parse_file
+
+    loglines, _ = parse_file(str(result), ruleset=score.RULESET)
+    started, seconds = None, []
+    for line in loglines:
+        if line.key == "eval_start":
+            started = line.timestamp
+        elif line.key == "eval_stop" and started is not None:
+            seconds.append((line.timestamp - started) / 1000)
+            started = None
+    return seconds
+
+
+def campaign_steadiness(system_dir: Path) -> list[RunSteadiness]:
+    system_dir = Path(system_dir)
+    logs = plots.progress_logs(system_dir)
+    windows = {name: plots.progress_points(path) for name, path in logs.items()}
+    by_side: dict[int, list[float]] = {}
+    for points in windows.values():
+        for _, rate, side in points:
+            by_side.setdefault(side, []).append(rate)
+    steady = {side: statistics.median(rates) for side, rates in by_side.items()}
+
+    found = []
+    for result in score.result_files(system_dir):
+        points = windows.get(result.name, [])
+        ratios = [(rate / steady[side], f"window {i + 1} ({side} px)")
+                  for i, (_, rate, side) in enumerate(points) if steady[side] > 0]
+        slowest = min(ratios, default=(None, ""))
+        evals = eval_seconds(result)
+        found.append(RunSteadiness(
+            run=result.stem, windows=len(points), slowest_ratio=slowest[0], slowest_at=slowest[1],
+            first_eval_s=evals[0] if evals else None,
+            later_eval_s=statistics.median(evals[1:]) if len(evals) > 1 else None))
+    return found
+
+
+def markdown(system_dir: Path) -> list[str]:
+    runs = campaign_steadiness(system_dir)
+    if not any(r.windows for r in runs):
+        return ["No progress logs with progress lines: nothing to check."]
+
+    def ratio(value, fmt="{:.2f}x") -> str:
+        return "—" if value is None else fmt.format(value)
+
+    lines = [f"Each progress window against the median window of its training side across the "
+             f"campaign (target: none below {SLOW_WINDOW}x), and the first evaluation against the "
+             f"median of the later ones (target: at most {SLOW_FIRST_EVAL}x).", "",
+             "| run | windows | slowest window / steady | where | first eval (s) | later evals (s) | ratio | flat |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in runs:
+        lines.append(f"| {r.run} | {r.windows} | {ratio(r.slowest_ratio)} | {r.slowest_at or '—'} | "
+                     f"{ratio(r.first_eval_s, '{:.2f}')} | {ratio(r.later_eval_s, '{:.2f}')} | "
+                     f"{ratio(r.first_eval_ratio)} | {'yes' if r.flat else 'NO'} |")
+    return lines
