@@ -1,6 +1,7 @@
 """Throughput figures of one process, measured side by side in one run.
 
     python -m submission.bench [system=...] [key=value ...] [steps=N] [json=FILE]
+    python -m submission.bench sweep=loader [system=...] data_dir=FOLDER [key=value ...]
 
 Prints, for the resolved configuration (batch, resolution, precision, workers, device):
   - the recipe's training step on synthetic batches (model + loss + SGDW), and a plain
@@ -15,6 +16,8 @@ Prints, for the resolved configuration (batch, resolution, precision, workers, d
   - the loaders' set-up inside the timed region: first training batch and first
     evaluation pass of the run's loaders in a fresh process, without and with the
     warm-up on the synthetic file (each in its own process: numba's work is per process).
+`sweep=loader` instead times the FFCV train loader alone on the same images written with
+each of a few .beton write options (mode, max resolution, JPEG quality).
 Ratios between rows survive a noisy machine better than absolute figures. `json=FILE`
 writes the figures as a profile that `python -m submission project` reads.
 """
@@ -310,16 +313,65 @@ def report(config, figures: dict, steps: int) -> str:
     return "\n".join(lines)
 
 
+# .beton write options against loader rate; the first row is the published conversion
+LOADER_SWEEP = (  # (write_mode, write_max_resolution, write_jpeg_quality)
+    ("proportion", 500, 90),      # Composer's create_ffcv_datasets.py: half JPEG, 500 px, q90
+    ("raw", 500, 90),
+    ("jpg", 500, 90),
+    ("proportion", 350, 90),
+    ("jpg", 350, 75),
+)
+SWEEP_TRAIN_LIMIT = 5000          # images per variant, unless train_limit is given
+
+
+def loader_sweep(overrides: dict, steps: int) -> str:
+    """The FFCV train loader alone, at the configuration's size and threads, on the same
+    images written with each LOADER_SWEEP variant (each a .beton of its own, cached)."""
+    from ffcv.reader import Reader
+
+    overrides = {"train_limit": str(SWEEP_TRAIN_LIMIT), **overrides}
+    rows = []
+    for mode, max_resolution, quality in LOADER_SWEEP:
+        config = resolve(None, {**overrides, "write_mode": mode, "write_max_resolution": str(max_resolution),
+                                "write_jpeg_quality": str(quality)})
+        device = torch.device("cuda" if config.device_type == "cuda" else "cpu")
+        data = prepare(config)
+        batch = config.batch_per_device
+        loader = loaders.train_loader(data.train_path, config.train_resolution, batch,
+                                      config.workers_per_device, 0, device, False, config.crop_scale_min)
+        if len(loader) == 0:
+            raise ConfigError(f"{data.train_samples} training images are fewer than one batch ({batch})")
+        stream = itertools.chain.from_iterable(itertools.repeat(loader))
+        rate = batch / _timed(lambda: next(stream), steps * 3, device)
+        stored = Reader(data.train_path).alloc_table["size"].sum()   # without page padding
+        rows.append(f"  {mode:<11} {max_resolution:>6} px  q{quality:<4} "
+                    f"{stored / data.train_samples / 1024:9.1f} KiB/image {rate:10.1f} img/s")
+    return "\n".join([f"FFCV train loader alone: {config.train_resolution} px crops, batch {batch}, "
+                      f"{config.workers_per_device} threads, {data.train_samples} images of "
+                      f"{config.data_dir or config.dataset}", "",
+                      "  write_mode  max res  quality  stored size       loader"] + rows)
+
+
 def main(argv=None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
-    steps, out = 10, ""
+    steps, out, sweep = 10, "", ""
     for word in list(words):
         key, _, value = word.partition("=")
-        if key in ("steps", "json"):
+        if key in ("steps", "json", "sweep"):
             words.remove(word)
-            steps, out = (int(value), out) if key == "steps" else (steps, value)
+            if key == "steps":
+                steps = int(value)
+            elif key == "json":
+                out = value
+            else:
+                sweep = value
     try:
+        if sweep and sweep != "loader":
+            raise ConfigError(f"sweep={sweep}: the bench knows sweep=loader (the .beton write options)")
         config = resolve(None, parse_overrides(words))
+        if sweep:
+            print("\n" + loader_sweep(parse_overrides(words), steps))
+            return 0
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -47,7 +47,9 @@ HARNESS_SETTINGS: dict[str, tuple[Any, str]] = {
                        "flat val/ folder; convert the devkit's ground truth to it first"),
     "cache_dir": ("cache", ".beton files, reused while source and write settings match"),
     "skip_bad_images": (False, "skip unusable images (unreadable, or too small for the pipeline; counted, listed) instead of failing"),
-    "write_mode": ("proportion", "FFCV RGBImageField write_mode: raw, jpg, proportion, smart"),
+    "write_mode": ("proportion", "FFCV RGBImageField write_mode: raw, jpg, proportion, smart (published: "
+                   "proportion; raw gave a CPU-bound loader 2x the rate for 1.75x the bytes: "
+                   "README, Throughput, bench sweep=loader)"),
     "write_max_resolution": (500, "longest side stored in the .beton (Composer's create_ffcv_datasets.py: 500)"),
     "write_jpeg_quality": (90, "JPEG quality of stored images (create_ffcv_datasets.py: 90)"),
     "write_compress_probability": (0.5, "share of images stored as JPEG in proportion mode (0.5)"),

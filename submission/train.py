@@ -179,7 +179,7 @@ class Reporter:
         acc = f"top-1 {self.accuracy:.4f}" if self.accuracy is not None else "top-1 -"
         print(f"{self.label} epoch {step / self.per_epoch:5.2f} step {step}/{self.total} "
               f"loss {loss.item():.4f} lr {lr:.4f} {side}px {rate:.0f} img/s | {acc} | "
-              f"{elapsed:.1f} min, budget ETA {eta:.1f} min", flush=True)
+              f"{elapsed:.2f} min, budget ETA {eta:.1f} min", flush=True)
 
     def evaluated(self, epoch: float, accuracy: float, target: float, seconds: float) -> None:
         self.accuracy = accuracy

@@ -101,9 +101,14 @@ def warm_up_loaders(*loaders_on_synthetic_data, log=print) -> float:
 
 def compiled(net: torch.nn.Module, cache_dir) -> torch.nn.Module:
     """torch.compile with static shapes; Inductor's on-disk cache under cache_dir, so that
-    runs 2-5 of a campaign (new processes) reuse what run 1 compiled."""
+    runs 2-5 of a campaign (new processes) reuse what run 1 compiled. A cache folder the
+    user chose (TORCHINDUCTOR_CACHE_DIR set to anything but torch's default) is kept."""
     import os
-    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_dir / "inductor"))
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+    chosen = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if chosen is None or os.path.abspath(chosen) == os.path.abspath(default_cache_dir()):
+        # torch writes its default into the variable the first time it looks it up
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir / "inductor")
     return torch.compile(net, dynamic=False)
 
 

@@ -35,3 +35,30 @@ def test_bench_on_a_small_training_set_writes_a_profile_of_every_size(tmp_path, 
     assert data["loader_setup_s"]["warm"]["warm_up_s"] > 0 == data["loader_setup_s"]["cold"]["warm_up_s"]
     for row in ("plain torchvision loop", "MFU", "progressive-resizing sizes", "first training batch"):
         assert row in done.stdout
+
+
+def test_loader_sweep_times_every_write_option_on_the_same_images(tmp_path):
+    from test_data import make_nested
+    make_nested(tmp_path / "images", train_counts=(12, 12, 12), val_counts=(2, 2, 2))
+    done = subprocess.run(
+        [sys.executable, "-m", "submission.bench", "sweep=loader", "system=cpu", "dataset=imagenet",
+         f"data_dir={tmp_path / 'images'}", f"cache_dir={tmp_path / 'cache'}", "batch_per_device=8",
+         "workers_per_device=1", "train_resolution=32", "steps=1"],
+        cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = [line.split() for line in done.stdout.splitlines() if line.strip().endswith("img/s")]
+    assert [(r[0], r[1], r[3]) for r in rows] == [
+        ("proportion", "500", "q90"), ("raw", "500", "q90"), ("jpg", "500", "q90"),
+        ("proportion", "350", "q90"), ("jpg", "350", "q75")]
+    assert all(float(r[-2]) > 0 and float(r[4]) > 0 for r in rows)
+    assert "36 images" in done.stdout
+    betons = list((tmp_path / "cache" / "images").glob("train-*.beton"))
+    assert len(betons) == 5                          # one file per write option
+    raw, jpg = (next(r for r in rows if r[0] == mode and r[1] == "500") for mode in ("raw", "jpg"))
+    assert float(raw[4]) > float(jpg[4])             # raw pixels take more room than JPEG
+
+
+def test_unknown_sweep_is_refused():
+    done = subprocess.run([sys.executable, "-m", "submission.bench", "sweep=gpu"], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "sweep=loader" in done.stderr

@@ -141,23 +141,28 @@ def test_launch_keeps_the_progress_lines(tmp_path, monkeypatch, capsys):
     assert "line one\nline two\n" in capsys.readouterr().out
 
 
-def _windows(path: Path, windows: list[tuple[int, float]]) -> None:
-    """A progress log with the given (side, img/s) windows, in train.Reporter's format."""
+def _windows(path: Path, windows: list[tuple[int, float]], eval_before: int = 0) -> None:
+    """A progress log with the given (side, img/s) windows, in train.Reporter's format, and
+    an evaluation line before window number eval_before."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(
-        f"[run 1/2 seed 7] epoch {i / 10:5.2f} step {5 * i}/{5 * len(windows)} loss 0.5000 "
+        ("[run 1/2 seed 7] eval at epoch 0.20: top-1 0.5000 (below target 0.65) in 2.00 s\n"
+         if i == eval_before else "")
+        + f"[run 1/2 seed 7] epoch {i / 10:5.2f} step {5 * i}/{5 * len(windows)} loss 0.5000 "
         f"lr 0.0100 {side}px {rate:.0f} img/s | top-1 - | {i / 10:.1f} min, budget ETA 1.0 min\n"
         for i, (side, rate) in enumerate(windows, start=1)))
 
 
 def test_steadiness_flags_a_slow_first_window_and_a_slow_first_evaluation(tmp_path):
     """Windows against the campaign's median window of their side; the first evaluation
-    (eval_start to eval_stop in the MLPerf log) against the later ones."""
+    (eval_start to eval_stop in the MLPerf log) against the later ones. Windows with an
+    evaluation or a side change in them are not judged."""
     from submission.report import steadiness
 
     folder = tmp_path / "sys"
     results = write_runs(folder, [10.0, 10.0], epochs=3)
-    _windows(folder / "progress" / "run_0.log", [(16, 100), (16, 100), (16, 100), (32, 50), (32, 50)])
+    _windows(folder / "progress" / "run_0.log", [(16, 100), (16, 100), (16, 40), (32, 10), (32, 50)],
+             eval_before=3)
     _windows(folder / "progress" / "run_1.log", [(16, 60), (16, 100), (16, 100), (32, 50), (32, 46)])
     lines = results[1].read_text().splitlines()      # run 1: its first evaluation 3x as long
     first = next(i for i, line in enumerate(lines) if '"eval_start"' in line)
@@ -169,10 +174,10 @@ def test_steadiness_flags_a_slow_first_window_and_a_slow_first_evaluation(tmp_pa
     results[1].write_text("\n".join(lines) + "\n")
 
     steady, slow = steadiness.campaign_steadiness(folder)
-    assert steady.flat and steady.slowest_ratio == pytest.approx(1.0)
+    assert steady.flat and steady.judged == 3 and steady.slowest_ratio == pytest.approx(1.0)
     assert steady.first_eval_ratio == pytest.approx(1.0, abs=0.01)
     assert not slow.flat
     assert slow.slowest_ratio == pytest.approx(0.6) and slow.slowest_at == "window 1 (16 px)"
     assert slow.first_eval_ratio == pytest.approx(3.0, abs=0.01)
     table = "\n".join(steadiness.markdown(folder))
-    assert "| result_1 | 5 | 0.60x | window 1 (16 px) |" in table and "| NO |" in table
+    assert "| result_1 | 5 (4) | 0.60x | window 1 (16 px) |" in table and "| NO |" in table

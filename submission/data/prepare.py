@@ -5,9 +5,13 @@ bytes), the write settings and the subset: a second run with the same inputs reu
 the file, any change writes a new one. Files are written under a temporary name and
 renamed on success, so a .beton that exists is complete.
 
-Unreadable images fail the step, naming every bad path, unless skip_bad_images=true,
-which leaves them out, counts them, and lists them in `skipped_images.txt` beside the
-.beton files (an MLPerf run should train on the whole data set: skipping is opt-in).
+Unusable images (unreadable, or so small that a stored side or the evaluation crop
+would be 0 px) fail the step, naming every bad path, unless skip_bad_images=true, which
+leaves them out, counts them, and lists them in `skipped_images.txt` beside the .beton
+files (an MLPerf run should train on the whole data set: skipping is opt-in).
+
+Beside the data, `prepare` writes a small synthetic .beton of random images with the
+same write settings, on which the loaders are warmed up before run_start.
 """
 from __future__ import annotations
 
@@ -67,8 +71,8 @@ def _subset(split, limit: int):
 
 
 class SyntheticSplit:
-    """Random-noise images with the data set's labels range, nothing read from any data
-    set: the file the loaders are warmed up on before run_start (warmup.py)."""
+    """Random-noise images with labels in the data set's class range, nothing read from
+    any data set: the file the loaders are warmed up on before run_start (warmup.py)."""
     IMAGE_SHAPE = (48, 64, 3)
 
     def __init__(self, count: int, num_classes: int):
@@ -281,9 +285,9 @@ def _drop_unusable(splits, folder: Path, config: Config, workers: int) -> int:
                           "Replace or remove them, or pass skip_bad_images=true to leave "
                           "them out (they are then counted and listed).")
     if bad:
-        unreadable = {p for p, _ in bad}
+        unusable = {p for p, _ in bad}
         for split in splits:
-            split.samples = [(p, label) for p, label in split.samples if p not in unreadable]
+            split.samples = [(p, label) for p, label in split.samples if p not in unusable]
         listing.write_text("".join(f"{sources.display(p)}\t{why}\n" for p, why in bad))
         print(f"[prepare] skipping {len(bad)} unusable images, listed in {listing}",
               file=sys.stderr)
