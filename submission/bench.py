@@ -360,7 +360,11 @@ def main(argv=None) -> int:
         if key in ("steps", "json", "sweep"):
             words.remove(word)
             if key == "steps":
-                steps = int(value)
+                steps = int(value) if value.isdigit() and int(value) > 0 else 0
+                if not steps:
+                    print(f"error: steps={value}: give a whole number of timed steps, e.g. steps=10",
+                          file=sys.stderr)
+                    return 2
             elif key == "json":
                 out = value
             else:
