@@ -24,7 +24,6 @@ writes the figures as a profile that `python -m submission project` reads.
 from __future__ import annotations
 
 import datetime
-import itertools
 import json
 import platform
 import sys
@@ -116,9 +115,11 @@ def _loader_setup_child(config_dict: dict, data_dict: dict, warm: bool) -> dict:
     start = time.perf_counter()
     train, val = run_loaders(config, ctx, 0, data.train_path, data.val_path, data.eval_samples,
                              shard=True)
-    next(iter(train))
+    batches = iter(train)
+    next(batches)
     _sync(device)
     figures["train_first_batch_s"] = time.perf_counter() - start
+    loaders.finish(batches)
     start = time.perf_counter()
     for _ in val:
         pass
@@ -221,9 +222,10 @@ def measure(config, steps: int) -> dict:
                                         device, False, config.crop_scale_min)
     if len(train_loader) == 0:
         raise ConfigError(f"{data.train_samples} training images are fewer than one batch ({batch})")
-    stream = itertools.chain.from_iterable(itertools.repeat(train_loader))
+    stream = loaders.cycle(train_loader)
     figures["loader"] = batch / _timed(lambda: next(stream), steps * 3, device)
     figures["fed_step"] = batch / _timed(lambda: train_step(*next(stream)), steps, device)
+    stream.close()
 
     eval_batch = config.eval_batch_size or batch
     val_loader = loaders.val_loader(data.val_path, config.eval_resolution, config.eval_resize,
@@ -341,8 +343,9 @@ def loader_sweep(overrides: dict, steps: int) -> str:
                                       config.workers_per_device, 0, device, False, config.crop_scale_min)
         if len(loader) == 0:
             raise ConfigError(f"{data.train_samples} training images are fewer than one batch ({batch})")
-        stream = itertools.chain.from_iterable(itertools.repeat(loader))
+        stream = loaders.cycle(loader)
         rate = batch / _timed(lambda: next(stream), steps * 3, device)
+        stream.close()
         stored = Reader(data.train_path).alloc_table["size"].sum()   # without page padding
         rows.append(f"  {mode:<11} {max_resolution:>6} px  q{quality:<4} "
                     f"{stored / data.train_samples / 1024:9.1f} KiB/image {rate:10.1f} img/s")

@@ -268,7 +268,7 @@ def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed:
     while step < total_steps and not reached:
         epoch += 1
         log.epoch_start(epoch)
-        for images, labels in train_loader:
+        for images, labels in loaders.one_epoch(train_loader):
             STOP.check()
             lr = lr_at(step, total_steps, warmup_steps, config.peak_lr)
             for group in optimizer.param_groups:

@@ -169,6 +169,26 @@ def test_train_loader_iterates_an_epoch(nested):
 
 
 @pytest.mark.timeout(120)
+def test_an_epoch_left_early_leaves_no_decoding_thread(nested):
+    """A run that reaches its target mid-epoch drops its batches: FFCV's thread would
+    block forever on its full queue at the epoch's end (and a process exiting while it
+    decodes aborts). loaders.one_epoch finishes it when the loop is left."""
+    import threading
+    _, _, _, data = nested
+    loader = loaders.train_loader(data.train_path, resolution=32, batch_size=2, workers=1, seed=0,
+                                  device=CPU, distributed=False)
+    assert len(loader) == 7                       # more batches than FFCV's queue holds
+    for _ in loaders.one_epoch(loader):
+        break
+    assert not [t for t in threading.enumerate() if type(t).__name__ == "EpochIterator"]
+    abandoned = iter(loader)                      # what a plain loop left early leaves behind
+    next(abandoned)
+    abandoned.join(timeout=5)
+    assert abandoned.is_alive()                   # still there: blocked on its full queue
+    loaders.finish(abandoned)
+    assert not abandoned.is_alive()
+
+
 def test_val_loader_yields_each_sample_once_and_shards_partition(nested):
     _, _, labels, data = nested
     n = data.eval_samples

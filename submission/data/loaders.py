@@ -15,6 +15,8 @@ order pads the last batch with repeats).
 """
 from __future__ import annotations
 
+import queue
+
 import numpy as np
 import torch
 
@@ -65,6 +67,39 @@ def val_loader(path: str, resolution: int, resize: int, batch_size: int, workers
     return Loader(path, batch_size=batch_size, num_workers=workers, order=OrderOption.SEQUENTIAL,
                   indices=shard, drop_last=False, os_cache=True,
                   pipelines={"image": image_pipeline, "label": label_pipeline})
+
+
+def finish(batches) -> None:
+    """Stop an FFCV epoch iterator left before its end, and wait for its thread. After
+    close() the thread still decodes until its queue is full; a process that exits while
+    it is inside a parallel numba kernel aborts ("terminate called without an active
+    exception"). At the epoch's end it blocks on a full queue with no timeout, so a slot
+    is freed whenever it is still alive: each lets it decode at most one more batch."""
+    batches.close()
+    while batches.is_alive():
+        batches.join(timeout=0.5)
+        if batches.is_alive():
+            try:
+                batches.output_queue.get_nowait()
+            except queue.Empty:
+                pass
+
+
+def one_epoch(loader):
+    """The batches of one epoch of `loader`; a loop that leaves early (target reached, an
+    exception) drops the generator, and CPython's reference counting then runs `finish`
+    at once, before the process can exit."""
+    batches = iter(loader)
+    try:
+        yield from batches
+    finally:
+        finish(batches)
+
+
+def cycle(loader):
+    """Batches of `loader`, epoch after epoch, for measurements on small data sets."""
+    while True:
+        yield from one_epoch(loader)
 
 
 class Normalizer:
