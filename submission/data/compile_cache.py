@@ -26,7 +26,6 @@ import numpy as np
 
 _compiled: dict = {}
 _pinned: list = []          # objects keyed by id(): kept alive so that an id is never reused
-stats = {"compiled": 0, "reused": 0}
 
 
 def _value_key(value):
@@ -66,9 +65,6 @@ def install() -> None:
         dispatcher = _compiled.get(key)
         if dispatcher is None:
             dispatcher = _compiled[key] = ffcv_compile(cls, code, signature)
-            stats["compiled"] += 1
-        else:
-            stats["reused"] += 1
         return dispatcher
 
     compile_once._shared_across_loaders = True
