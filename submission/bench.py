@@ -33,6 +33,7 @@ from pathlib import Path
 import torch
 import torchvision
 
+from . import distributed
 from .config import ConfigError, parse_overrides, resolve
 from .data import loaders
 from .data.prepare import cache_folder, prepare
@@ -41,7 +42,7 @@ from .methods.loss import LOSSES
 from .methods.progressive_resize import resize_batch, schedule_sides
 from .methods.sgdw import DecoupledSGDW
 from .model import model_from_config
-from .train import autocast_for, grad_scaler, optimizer_step
+from .train import autocast_for, grad_scaler, optimizer_step, run_loaders
 from .warmup import compiled
 
 PROFILE_SCHEMA = 1
@@ -98,10 +99,8 @@ def train_flops(model, batch, normalize, loss_fn, smoothing) -> float:
 def _loader_setup_child(config_dict: dict, data_dict: dict, warm: bool) -> dict:
     """In a fresh process: seconds to the first training batch and through the first
     evaluation pass of the run's loaders, after warm_up_loaders or not."""
-    from . import distributed
     from .config import Config
     from .data.prepare import PreparedData
-    from .train import run_loaders
     from .warmup import warm_up_loaders
 
     config, data = Config.from_dict(config_dict), PreparedData(**data_dict)
@@ -217,9 +216,11 @@ def measure(config, steps: int) -> dict:
     figures["mfu"] = {"flops_per_image": flops, "peak_flops": peak, "dtype": str(dtype),
                       "mfu": figures["step"] * flops / peak}
 
-    # the loader alone, then the step fed by it; epochs cycle for small data sets
-    train_loader = loaders.train_loader(data.train_path, res, batch, config.workers_per_device, 0,
-                                        device, False, config.crop_scale_min)
+    # the run's own loaders, in one process; the loader alone, then the step fed by it;
+    # epochs cycle for small data sets
+    train_loader, val_loader = run_loaders(config, distributed.Context(0, 0, 1, device), 0,
+                                           data.train_path, data.val_path, data.eval_samples,
+                                           shard=True)
     if len(train_loader) == 0:
         raise ConfigError(f"{data.train_samples} training images are fewer than one batch ({batch})")
     stream = loaders.cycle(train_loader)
@@ -227,10 +228,6 @@ def measure(config, steps: int) -> dict:
     figures["fed_step"] = batch / _timed(lambda: train_step(*next(stream)), steps, device)
     stream.close()
 
-    eval_batch = config.eval_batch_size or batch
-    val_loader = loaders.val_loader(data.val_path, config.eval_resolution, config.eval_resize,
-                                    eval_batch, config.workers_per_device, device, 0, 1,
-                                    data.eval_samples)
     model.eval()
     passes = []
     with torch.no_grad(), autocast():

@@ -327,9 +327,9 @@ def prepare(config: Config) -> PreparedData:
     # one batch for each loader: enough to compile its pipeline (warmup.warm_up_loaders)
     synthetic = SyntheticSplit(max(config.batch_per_device, config.eval_batch_size),
                                len(train.classes))
-    (cache_folder(config) / "synthetic").mkdir(exist_ok=True)
-    synthetic_path = _cached_beton(synthetic, cache_folder(config) / "synthetic", "synthetic",
-                                   settings, workers)
+    synthetic_folder = cache_folder(config) / "synthetic"
+    synthetic_folder.mkdir(exist_ok=True)
+    synthetic_path = _cached_beton(synthetic, synthetic_folder, "synthetic", settings, workers)
     return PreparedData(str(train_path), str(val_path), num_classes=len(train.classes),
                         train_samples=len(train), eval_samples=len(val), skipped_images=skipped,
                         synthetic_path=str(synthetic_path), synthetic_samples=len(synthetic))
