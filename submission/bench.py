@@ -5,11 +5,13 @@
 
 Prints, for the resolved configuration (batch, resolution, precision, workers, device):
   - the recipe's training step on synthetic batches (model + loss + SGDW), and a plain
-    torchvision loop (cross-entropy, torch.optim.SGD) at the same batch, size and precision;
+    torchvision loop (cross-entropy, torch.optim.SGD, a GradScaler with fp16) at the same
+    batch, size and precision;
   - per progressive-resizing size: the first step (set-up: cuDNN/oneDNN plans) and the
     steady rate;
   - the loop's work around a step at the smallest size (normalise, resize, EMA update);
-  - with compile=true, the compiled step (torch.compile, static shapes) beside the eager one;
+  - with compile=true, the compiled step (torch.compile, static shapes; cuda_graphs=true:
+    replayed as CUDA graphs) at full size and at the smallest side, beside the eager one;
   - MFU: FLOPs of forward+backward counted with torch.utils.flop_counter at full size,
     over a matmul peak measured on the same device and dtype in the same run;
   - the FFCV train loader alone, the step fed by the loader, and evaluation;
@@ -149,7 +151,7 @@ def measure(config, steps: int) -> dict:
     classes = data.num_classes
     model = model_from_config(config, classes).to(device)
     optimizer = DecoupledSGDW(model.parameters(), lr=config.peak_lr, momentum=config.momentum,
-                              weight_decay=config.effective_weight_decay)
+                              weight_decay=config.effective_weight_decay, fused=device.type == "cuda")
     loss_fn, autocast = LOSSES[config.loss], autocast_for(config, device)
     scaler = grad_scaler(config, device)
     normalize = loaders.Normalizer(device)
@@ -164,13 +166,11 @@ def measure(config, steps: int) -> dict:
 
     plain = torchvision.models.resnet50(num_classes=classes).to(device, memory_format=torch.channels_last)
     plain_opt = torch.optim.SGD(plain.parameters(), lr=0.1, momentum=0.875)
+    plain_scaler = grad_scaler(config, device)   # PyTorch's AMP recipe: a GradScaler with fp16
 
     def plain_step(images, labels):
-        with autocast():
-            loss = torch.nn.functional.cross_entropy(plain(normalize(images)), labels)
-        plain_opt.zero_grad(set_to_none=True)
-        loss.backward()
-        plain_opt.step()
+        optimizer_step(plain, plain_opt, plain_scaler, autocast, LOSSES["cross_entropy"],
+                       normalize(images), labels, 0.0)
     figures["plain_loop"] = batch / _timed(lambda: plain_step(*full), steps, device)
     del plain, plain_opt
 
@@ -198,14 +198,19 @@ def measure(config, steps: int) -> dict:
     del ema
 
     if config.compile:
-        net = compiled(model, cache_folder(config))
+        net = compiled(model, cache_folder(config), config.cuda_graphs)
 
         def compiled_step(images, labels):
             optimizer_step(net, optimizer, scaler, autocast, loss_fn, normalize(images), labels,
                            config.label_smoothing)
-        first = _first_call(lambda: compiled_step(*full), device)
-        figures["compiled"] = {"first_step_s": first,
-                               "img_per_s": batch / _timed(lambda: compiled_step(*full), steps, device)}
+        figures["compiled"] = {}
+        for side in dict.fromkeys((res, smallest)):   # compute-bound, then launch-bound
+            synthetic = _synthetic(batch, side, classes, device)
+            first = _first_call(lambda: compiled_step(*synthetic), device)
+            figures["compiled"][side] = {
+                "first_step_s": first,
+                "img_per_s": batch / _timed(lambda: compiled_step(*synthetic), steps, device, 3),
+                "eager_img_per_s": sizes[side]["img_per_s"] if side in sizes else figures["step"]}
 
     dtype = (torch.bfloat16 if config.amp_dtype == "bf16" else torch.float16) \
         if config.precision == "amp" else torch.float32
@@ -288,8 +293,11 @@ def report(config, figures: dict, steps: int) -> str:
             ("evaluation, first pass (FFCV compile)", figures["eval_first"]),
             ("evaluation, second pass", figures["eval"])]
     if "compiled" in figures:
-        rows.insert(1, (f"compiled step (first call {figures['compiled']['first_step_s']:.0f} s)",
-                        figures["compiled"]["img_per_s"]))
+        compiled_rows = figures["compiled"]
+        how = "compiled + CUDA graphs" if config.cuda_graphs else "compiled"
+        first_side = next(iter(compiled_rows))
+        rows.insert(1, (f"{how} (first call {compiled_rows[first_side]['first_step_s']:.0f} s)",
+                        compiled_rows[first_side]["img_per_s"]))
     lines += [f"  {name:<40} {value:10.1f} img/s   {value / base:6.2f}x the recipe step"
               for name, value in rows]
     overhead = figures["loop_overhead"]
@@ -304,6 +312,11 @@ def report(config, figures: dict, steps: int) -> str:
               "  progressive-resizing sizes: first step (s), steady img/s"]
     lines += [f"  {side:>5} px  {v['first_step_s']:7.2f} s  {v['img_per_s']:10.1f} img/s"
               for side, v in figures["sizes"].items()]
+    if "compiled" in figures:
+        lines += ["", f"  {how} (static shapes), against the eager step at the same size:"]
+        lines += [f"  {side:>5} px  first call {v['first_step_s']:6.1f} s  {v['img_per_s']:10.1f} img/s"
+                  f"  {v['img_per_s'] / v['eager_img_per_s']:5.2f}x eager"
+                  for side, v in figures["compiled"].items()]
     cold, warm = figures["loader_setup"]["cold"], figures["loader_setup"]["warm"]
     lines += ["", "  the run's loaders after run_start, in a fresh process:   no warm-up   after warm-up",
               f"  {'first training batch':<54}{cold['train_first_batch_s']:7.2f} s  {warm['train_first_batch_s']:9.2f} s",

@@ -73,6 +73,8 @@ HARNESS_SETTINGS: dict[str, tuple[Any, str]] = {
                      "synthetic batches (cuDNN plans, compilation); weights left untouched"),
     "compile": (False, "torch.compile the training step (static shapes, every size compiled "
                        "in the warm-up, Inductor cache under cache_dir)"),
+    "cuda_graphs": (False, "with compile=true on one GPU: replay each size's compiled step as "
+                           "CUDA graphs (torch.compile mode reduce-overhead)"),
     # price, for cost per run
     "price_usd_per_hour": (0.0, "hourly price of the whole system (all nodes)"),
     "price_source": ("", "where the price comes from"),
@@ -430,6 +432,13 @@ def validate(config: Config) -> None:
             and "V100" in accelerator.upper()):
         problems.append(f"amp_dtype=bf16: {accelerator} has no bf16 tensor cores; use the "
                         "published amp_dtype=fp16 (with a GradScaler)")
+    if config.cuda_graphs and not (config.compile and config.device_type == "cuda"):
+        problems.append("cuda_graphs=true needs compile=true and device cuda (it captures the "
+                        "compiled step)")
+    if config.cuda_graphs and config.world_size > 1:
+        problems.append(f"cuda_graphs=true with {config.world_size} processes: CUDA graphs around "
+                        "DDP's all-reduce were never measured by this harness; use cuda_graphs=false "
+                        "(compile=true alone works with several processes)")
     if config.dataset not in ("imagenet", "fashion-mnist"):
         problems.append(f"dataset must be imagenet, fashion-mnist or auto, not {config.dataset!r}")
     if config.device_type not in ("cuda", "cpu"):

@@ -116,9 +116,9 @@ def autocast_for(config: Config, device: torch.device):
 def optimizer_step(net, optimizer, scaler, autocast, loss_fn, images, labels,
                    smoothing: float) -> torch.Tensor:
     """Forward, backward and update on one batch (a GradScaler only for fp16 on CUDA)."""
+    optimizer.zero_grad(set_to_none=True)
     with autocast():
         loss = loss_fn(net(images), labels.view(-1), smoothing)
-    optimizer.zero_grad(set_to_none=True)
     if scaler:
         scaler.scale(loss).backward()
         scaler.step(optimizer)
@@ -220,9 +220,10 @@ def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed:
            if ctx.distributed else model)
     if config.compile:
         from .data.prepare import cache_folder
-        net = compiled(net, cache_folder(config))
+        net = compiled(net, cache_folder(config), config.cuda_graphs)
     optimizer = DecoupledSGDW(model.parameters(), lr=config.peak_lr, momentum=config.momentum,
-                              weight_decay=config.effective_weight_decay)
+                              weight_decay=config.effective_weight_decay,
+                              fused=ctx.device.type == "cuda")
     loss_fn = LOSSES[config.loss]
     autocast = autocast_for(config, ctx.device)
     scaler = grad_scaler(config, ctx.device)
@@ -245,9 +246,12 @@ def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed:
     if config.warmup:
         warm_up(net, model, train_sides=schedule_sides(steps_per_epoch, total_steps, config),
                 eval_side=config.eval_resolution, batch=config.batch_per_device,
-                eval_batch=config.eval_batch_size or config.batch_per_device,
+                eval_batches=loaders.eval_batch_sizes(
+                    data.eval_samples, config.eval_batch_size or config.batch_per_device,
+                    ctx.rank, ctx.world_size),
                 num_classes=data.num_classes, loss_fn=loss_fn, smoothing=config.label_smoothing,
-                autocast=autocast, normalize=normalize, device=ctx.device, log=say)
+                autocast=autocast, normalize=normalize, device=ctx.device, log=say,
+                calls_per_side=3 if config.cuda_graphs else 1)
         if data.synthetic_path:
             warm_up_loaders(*run_loaders(config, ctx, seed, data.synthetic_path,
                                          data.synthetic_path, data.synthetic_samples, shard=False),

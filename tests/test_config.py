@@ -114,10 +114,17 @@ def test_overrides_are_typed_and_the_command_line_wins():
     ({"recipe": "spicy"}, "unknown recipe 'spicy'"),
     ({"system": "p5"}, "unknown system 'p5'"),
     ({"loss": "hinge"}, "loss must be bce or cross_entropy"),
+    ({"cuda_graphs": "true"}, "cuda_graphs=true needs compile=true and device cuda"),
 ])
 def test_bad_input_is_rejected_with_a_reason(overrides, message):
     with pytest.raises(ConfigError, match=message):
         resolve("cpu", overrides)
+
+
+def test_cuda_graphs_are_refused_around_ddp():
+    with pytest.raises(ConfigError, match="cuda_graphs=true with 8 processes"):
+        resolve("p4d", {"compile": "true", "cuda_graphs": "true"})
+    assert resolve("p4d", {"compile": "true", "cuda_graphs": "true", "procs_per_node": "1"}).cuda_graphs
 
 
 def test_overrides_must_be_key_value():

@@ -35,15 +35,17 @@ def test_warm_up_runs_every_size_and_leaves_the_run_bit_identical():
     before = copy.deepcopy((model.state_dict(), ema.model.state_dict(), optimizer.state_dict()))
     rng = (random.getstate(), np.random.get_state(), torch.get_rng_state())
     sides_seen = []
-    hook = model.conv1.register_forward_pre_hook(lambda m, args: sides_seen.append(args[0].shape[-1]))
+    hook = model.conv1.register_forward_pre_hook(lambda m, args: sides_seen.append(args[0].shape[::3]))
     sides = schedule_sides(150, 150, config)
     assert sides == [16, 20, 24, 28, 32]
     seconds = warm_up(model, model, train_sides=sides, eval_side=config.eval_resolution, batch=2,
-                      eval_batch=3, num_classes=10, loss_fn=loss_fn, smoothing=0.08,
+                      eval_batches=[3, 1], num_classes=10, loss_fn=loss_fn, smoothing=0.08,
                       autocast=autocast, normalize=normalize, device=CPU, log=lambda line: None)
     hook.remove()
 
-    assert sides_seen == sides + [config.eval_resolution]
+    # every training side at the training batch, then both evaluation batch sizes
+    assert sides_seen == [(2, side) for side in sides] + [(3, config.eval_resolution),
+                                                          (1, config.eval_resolution)]
     assert set(seconds) == set(sides) | {-config.eval_resolution}
     after = (model.state_dict(), ema.model.state_dict(), optimizer.state_dict())
     for old, new in zip(before[:2], after[:2]):

@@ -69,6 +69,12 @@ def val_loader(path: str, resolution: int, resize: int, batch_size: int, workers
                   pipelines={"image": image_pipeline, "label": label_pipeline})
 
 
+def eval_batch_sizes(num_samples: int, batch_size: int, rank: int, world_size: int) -> list[int]:
+    """The batch sizes val_loader(...) gives this rank: full batches, then the remainder."""
+    count = len(range(rank, num_samples, world_size))
+    return [size for size in dict.fromkeys((min(batch_size, count), count % batch_size)) if size]
+
+
 def finish(batches) -> None:
     """Stop an FFCV epoch iterator left before its end, and wait for its thread. After
     close() the thread still decodes until its queue is full; a process that exits while
