@@ -205,6 +205,21 @@ def test_val_loader_yields_each_sample_once_and_shards_partition(nested):
     assert labels0 == labels["val"][0::2] and labels1 == labels["val"][1::2]
 
 
+def test_eval_batch_sizes_are_those_the_val_loader_gives_a_last_batch_of_one_included(nested):
+    """The warm-up runs evaluation at these batch sizes before run_start. A last batch of
+    one image used to stop FFCV's loader thread (Squeeze made its labels 0-d) and hang."""
+    n = nested[3].eval_samples
+    seen = []
+    for rank, world_size, batch_size in ((0, 1, 4), (1, 2, 4), (0, 2, 3)):
+        loader = loaders.val_loader(nested[3].val_path, resolution=32, resize=36,
+                                    batch_size=batch_size, workers=1, device=CPU, rank=rank,
+                                    world_size=world_size, num_samples=n)
+        sizes = [len(labels.reshape(-1)) for _, labels in loader]
+        assert list(dict.fromkeys(sizes)) == loaders.eval_batch_sizes(n, batch_size, rank, world_size)
+        seen += sizes
+    assert 1 in seen
+
+
 # ---------------------------------------------------------------- 2. caching
 def test_cache_reuses_and_rekeys_per_split(tmp_path):
     root = tmp_path / "cached"

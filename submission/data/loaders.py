@@ -30,7 +30,7 @@ def train_loader(path: str, resolution: int, batch_size: int, workers: int, seed
                  device: torch.device, distributed: bool, crop_scale_min: float = 0.08):
     from ffcv.fields.decoders import IntDecoder, RandomResizedCropRGBImageDecoder
     from ffcv.loader import Loader, OrderOption
-    from ffcv.transforms import RandomHorizontalFlip, Squeeze, ToDevice, ToTensor, ToTorchImage
+    from ffcv.transforms import RandomHorizontalFlip, ToDevice, ToTensor, ToTorchImage
 
     compile_cache.install()
     image_pipeline = [
@@ -38,7 +38,7 @@ def train_loader(path: str, resolution: int, batch_size: int, workers: int, seed
         RandomHorizontalFlip(),
         ToTensor(), ToDevice(device, non_blocking=True), ToTorchImage(channels_last=True),
     ]
-    label_pipeline = [IntDecoder(), ToTensor(), Squeeze(), ToDevice(device, non_blocking=True)]
+    label_pipeline = [IntDecoder(), ToTensor(), ToDevice(device, non_blocking=True)]
     return Loader(path, batch_size=batch_size, num_workers=workers, order=OrderOption.RANDOM,
                   distributed=distributed, seed=seed, drop_last=True, os_cache=True,
                   pipelines={"image": image_pipeline, "label": label_pipeline})
@@ -55,14 +55,17 @@ def val_loader(path: str, resolution: int, resize: int, batch_size: int, workers
                device: torch.device, rank: int, world_size: int, num_samples: int):
     from ffcv.fields.decoders import CenterCropRGBImageDecoder, IntDecoder
     from ffcv.loader import Loader, OrderOption
-    from ffcv.transforms import Squeeze, ToDevice, ToTensor, ToTorchImage
+    from ffcv.transforms import ToDevice, ToTensor, ToTorchImage
 
     compile_cache.install()
     image_pipeline = [
         CenterCropRGBImageDecoder((resolution, resolution), ratio=resolution / resize),
         ToTensor(), ToDevice(device, non_blocking=True), ToTorchImage(channels_last=True),
     ]
-    label_pipeline = [IntDecoder(), ToTensor(), Squeeze(), ToDevice(device, non_blocking=True)]
+    # labels stay (N, 1), used as labels.view(-1): FFCV's Squeeze turns a last batch of
+    # one image into a 0-d array, on which ToDevice raises in the loader thread, and the
+    # run then waits forever for the batch
+    label_pipeline = [IntDecoder(), ToTensor(), ToDevice(device, non_blocking=True)]
     shard = np.arange(rank, num_samples, world_size)
     return Loader(path, batch_size=batch_size, num_workers=workers, order=OrderOption.SEQUENTIAL,
                   indices=shard, drop_last=False, os_cache=True,
