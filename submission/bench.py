@@ -210,7 +210,7 @@ def measure(config, steps: int) -> dict:
             figures["compiled"][side] = {
                 "first_step_s": first,
                 "img_per_s": batch / _timed(lambda: compiled_step(*synthetic), steps, device, 3),
-                "eager_img_per_s": sizes[side]["img_per_s"] if side in sizes else figures["step"]}
+                "eager_img_per_s": sizes[side]["img_per_s"]}
 
     dtype = (torch.bfloat16 if config.amp_dtype == "bf16" else torch.float16) \
         if config.precision == "amp" else torch.float32
