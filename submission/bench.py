@@ -2,6 +2,7 @@
 
     python -m submission.bench [system=...] [key=value ...] [steps=N] [json=FILE]
     python -m submission.bench sweep=loader [system=...] data_dir=FOLDER [key=value ...]
+    python -m submission.bench compare=composer [system=...] [key=value ...] [steps=N]
 
 Prints, for the resolved configuration (batch, resolution, precision, workers, device):
   - the recipe's training step on synthetic batches (model + loss + SGDW), and a plain
@@ -20,6 +21,8 @@ Prints, for the resolved configuration (batch, resolution, precision, workers, d
     warm-up on the synthetic file (each in its own process: numba's work is per process).
 `sweep=loader` instead times the FFCV train loader alone on the same images written with
 each of a few .beton write options (mode, max resolution, JPEG quality).
+`compare=composer` instead times the recipe's step beside MosaicML Composer's Trainer with
+the Mild methods (bench_composer.py; Composer installed by hand, as its docstring says).
 Ratios between rows survive a noisy machine better than absolute figures. `json=FILE`
 writes the figures as a profile that `python -m submission project` reads.
 """
@@ -198,7 +201,7 @@ def measure(config, steps: int) -> dict:
     del ema
 
     if config.compile:
-        net = compiled(model, cache_folder(config), config.cuda_graphs)
+        net = compiled(model, cache_folder(config), 2, config.cuda_graphs)   # full size, smallest
 
         def compiled_step(images, labels):
             optimizer_step(net, optimizer, scaler, autocast, loss_fn, normalize(images), labels,
@@ -367,10 +370,10 @@ def loader_sweep(overrides: dict, steps: int) -> str:
 
 def main(argv=None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
-    steps, out, sweep = 10, "", ""
+    steps, out, sweep, compare = 10, "", "", ""
     for word in list(words):
         key, _, value = word.partition("=")
-        if key in ("steps", "json", "sweep"):
+        if key in ("steps", "json", "sweep", "compare"):
             words.remove(word)
             if key == "steps":
                 steps = int(value) if value.isdigit() and int(value) > 0 else 0
@@ -380,14 +383,28 @@ def main(argv=None) -> int:
                     return 2
             elif key == "json":
                 out = value
+            elif key == "compare":
+                compare = value
             else:
                 sweep = value
     try:
         if sweep and sweep != "loader":
             raise ConfigError(f"sweep={sweep}: the bench knows sweep=loader (the .beton write options)")
+        if compare and compare != "composer":
+            raise ConfigError(f"compare={compare}: the bench knows compare=composer (MosaicML "
+                              "Composer's Trainer with the Mild methods)")
+        if out and (sweep or compare):
+            raise ConfigError(f"json={out} writes the main bench's profile; sweep= and compare= "
+                              "only print their table")
         config = resolve(None, parse_overrides(words))
         if sweep:
             print("\n" + loader_sweep(parse_overrides(words), steps))
+            return 0
+        if compare:
+            from . import bench_composer
+            bench_composer.require_composer()
+            figures = bench_composer.comparison(config, prepare(config).num_classes, steps)
+            print("\n" + bench_composer.report(config, figures, steps))
             return 0
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -39,7 +39,7 @@ from .methods.schedule import lr_at
 from .methods.sgdw import DecoupledSGDW
 from .mlperf_log import RunLog
 from .model import model_from_config
-from .warmup import compiled, warm_up, warm_up_loaders
+from .warmup import compiled, compiled_graphs, warm_up, warm_up_loaders
 
 
 @dataclass
@@ -218,9 +218,16 @@ def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed:
            if config.ema_half_life_batches > 0 else None)
     net = (DistributedDataParallel(model, device_ids=[ctx.local_rank] if ctx.device.type == "cuda" else None)
            if ctx.distributed else model)
+    steps_per_epoch = loaders.train_steps_per_epoch(data.train_samples, config.batch_per_device,
+                                                    ctx.world_size, ctx.distributed)
+    if steps_per_epoch == 0:
+        raise RuntimeError(f"{data.train_samples} training images are fewer than one global batch "
+                           f"({config.global_batch_size}): lower batch_per_device")
+    total_steps = max(1, round(config.train_epochs * steps_per_epoch))
+    train_sides = schedule_sides(steps_per_epoch, total_steps, config)
     if config.compile:
         from .data.prepare import cache_folder
-        net = compiled(net, cache_folder(config), config.cuda_graphs)
+        net = compiled(net, cache_folder(config), len(train_sides), config.cuda_graphs)
     optimizer = DecoupledSGDW(model.parameters(), lr=config.peak_lr, momentum=config.momentum,
                               weight_decay=config.effective_weight_decay,
                               fused=ctx.device.type == "cuda")
@@ -228,13 +235,6 @@ def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed:
     autocast = autocast_for(config, ctx.device)
     scaler = grad_scaler(config, ctx.device)
     normalize = loaders.Normalizer(ctx.device)
-
-    steps_per_epoch = loaders.train_steps_per_epoch(data.train_samples, config.batch_per_device,
-                                                    ctx.world_size, ctx.distributed)
-    if steps_per_epoch == 0:
-        raise RuntimeError(f"{data.train_samples} training images are fewer than one global batch "
-                           f"({config.global_batch_size}): lower batch_per_device")
-    total_steps = max(1, round(config.train_epochs * steps_per_epoch))
     warmup_steps = round(config.warmup_train_epochs * steps_per_epoch)
     eval_every = max(1, round(config.eval_every_epochs * steps_per_epoch))
     log.hyperparameters(config, seed, data.train_samples, data.eval_samples)
@@ -244,21 +244,21 @@ def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed:
             print(f"{label} {line}", flush=True)
 
     if config.warmup:
-        warm_up(net, model, train_sides=schedule_sides(steps_per_epoch, total_steps, config),
+        warm_up(net, model, train_sides=train_sides,
                 eval_side=config.eval_resolution, batch=config.batch_per_device,
                 eval_batches=loaders.eval_batch_sizes(
                     data.eval_samples, config.eval_batch_size or config.batch_per_device,
                     ctx.rank, ctx.world_size),
                 num_classes=data.num_classes, loss_fn=loss_fn, smoothing=config.label_smoothing,
                 autocast=autocast, normalize=normalize, device=ctx.device, log=say,
-                calls_per_side=3 if config.cuda_graphs else 1)
+                calls_per_side=3 if config.cuda_graphs else 1, net_is_compiled=config.compile)
         if data.synthetic_path:
             warm_up_loaders(*run_loaders(config, ctx, seed, data.synthetic_path,
                                          data.synthetic_path, data.synthetic_samples, shard=False),
                             log=say)
 
     log.init_stop_run_start()   # ---- timed region starts: MLPerf run_start ----
-    run_start = time.monotonic()
+    run_start, graphs_at_start = time.monotonic(), compiled_graphs()
     report = Reporter(label, total_steps, steps_per_epoch, config.global_batch_size,
                       config.progress_every_steps, ctx.is_main)
     # the data sets are opened only now: FFCV's Loader reads the labels when it is built
@@ -315,6 +315,10 @@ def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed:
                 break
         log.epoch_stop(epoch)       # also for a partial last epoch: the checker needs one
     minutes = (time.monotonic() - run_start) / 60
+    if config.compile and compiled_graphs() > graphs_at_start:
+        say(f"torch.compile compiled {compiled_graphs() - graphs_at_start} graph(s) after run_start: "
+            f"their compile time is inside this run's {minutes:.2f} min"
+            + ("" if config.warmup else " (warmup=false)"))
     dist_utils.average_buffers(model)       # one model, the same on every rank
     details = {"epoch_num": round(step / steps_per_epoch, 4)}
     if not reached:

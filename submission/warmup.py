@@ -53,12 +53,13 @@ def preserved_state(*modules: torch.nn.Module):
 def warm_up(net: torch.nn.Module, model: torch.nn.Module, *, train_sides: list[int],
             eval_side: int, batch: int, eval_batches: list[int], num_classes: int, loss_fn,
             smoothing: float, autocast, normalize, device: torch.device,
-            log=print, calls_per_side: int = 1) -> dict[int, float]:
+            log=print, calls_per_side: int = 1, net_is_compiled: bool = False) -> dict[int, float]:
     """Forward+backward at each training side (calls_per_side times: CUDA graphs are
     captured on a later call than the first), eval forward at eval_side for each batch size
     evaluation meets (a smaller last batch needs plans of its own: about 2 s of a first
     evaluation on an H100); returns the seconds each side took (the first call at a size
-    carries its set-up cost)."""
+    carries its set-up cost). net_is_compiled: a side at which torch.compile compiled
+    nothing (it fell back to eager) is refused, since the run would go eager there."""
     generator = torch.Generator(device="cpu").manual_seed(0)
 
     def batch_of(size: int, side: int) -> torch.Tensor:
@@ -70,7 +71,7 @@ def warm_up(net: torch.nn.Module, model: torch.nn.Module, *, train_sides: list[i
         was_training = model.training
         model.train()
         for side in train_sides:
-            start = time.perf_counter()
+            start, graphs = time.perf_counter(), compiled_graphs()
             for _ in range(calls_per_side):
                 model.zero_grad(set_to_none=True)
                 labels = torch.randint(0, num_classes, (batch,), generator=generator).to(device)
@@ -79,6 +80,13 @@ def warm_up(net: torch.nn.Module, model: torch.nn.Module, *, train_sides: list[i
                 loss.backward()
             _sync(device)
             seconds[side] = time.perf_counter() - start
+            if net_is_compiled and compiled_graphs() == graphs:
+                raise RuntimeError(
+                    f"torch.compile compiled nothing at {side} px during the warm-up: the step "
+                    f"would run eagerly at that size inside the timed region (torch._dynamo "
+                    f"recompile_limit {torch._dynamo.config.recompile_limit}; the schedule has "
+                    f"{len(train_sides)} sizes). Run with TORCH_LOGS=recompiles to see why, "
+                    "or compile=false")
         model.eval()
         with torch.no_grad(), autocast():
             start = time.perf_counter()
@@ -105,15 +113,26 @@ def warm_up_loaders(*loaders_on_synthetic_data, log=print) -> float:
     return seconds
 
 
-def compiled(net: torch.nn.Module, cache_dir, cuda_graphs: bool = False) -> torch.nn.Module:
-    """torch.compile with static shapes; Inductor's on-disk cache under cache_dir, so that
-    runs 2-5 of a campaign (new processes) reuse what run 1 compiled. A cache folder the
-    user chose (TORCHINDUCTOR_CACHE_DIR set to anything but torch's default) is kept.
+def compiled_graphs() -> int:
+    """Graphs torch.compile has compiled in this process so far (all models)."""
+    from torch._dynamo.utils import counters
+    return counters["stats"]["unique_graphs"]
+
+
+def compiled(net: torch.nn.Module, cache_dir, sizes: int, cuda_graphs: bool = False) -> torch.nn.Module:
+    """torch.compile with static shapes, room for `sizes` input sizes; Inductor's on-disk
+    cache under cache_dir, so that runs 2-5 of a campaign (new processes) reuse what run 1
+    compiled. A cache folder the user chose (TORCHINDUCTOR_CACHE_DIR set to anything but
+    torch's default) is kept.
+    Each size is one more compilation of the same forward; past torch._dynamo's
+    recompile_limit (8) torch runs the new sizes eagerly with only a warning, and Mild's
+    schedule has 13 sizes: its 5 largest, 40% of the run, would not be compiled.
     cuda_graphs: mode reduce-overhead, each size's forward and backward replayed as CUDA
     graphs (on an H100: 2.58x eager at 88 px, where the step is launch-bound, 1.31x at
     176 px; README Throughput)."""
     import os
     from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, sizes)
     chosen = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     if chosen is None or os.path.abspath(chosen) == os.path.abspath(default_cache_dir()):
         # torch writes its default into the variable the first time it looks it up

@@ -62,3 +62,22 @@ def test_unknown_sweep_is_refused():
     done = subprocess.run([sys.executable, "-m", "submission.bench", "sweep=gpu"], cwd=REPO,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "sweep=loader" in done.stderr
+
+
+def test_unknown_comparison_is_refused():
+    done = subprocess.run([sys.executable, "-m", "submission.bench", "compare=timm"], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "compare=composer" in done.stderr
+
+
+def test_composer_comparison_without_composer_says_how_to_install_it(tmp_path):
+    """Composer is not a dependency: without it the comparison stops before preparing any
+    data, and says where the install command is."""
+    hide = ("import sys; sys.modules['composer'] = None; sys.argv[0] = 'bench'; "
+            "from submission.bench import main; sys.exit(main(sys.argv[1:]))")
+    done = subprocess.run([sys.executable, "-c", hide, "compare=composer", "system=cpu",
+                           f"cache_dir={tmp_path / 'cache'}"], cwd=REPO, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "needs MosaicML Composer" in done.stderr and "submission.bench_composer" in done.stderr
+    assert not (tmp_path / "cache").exists()

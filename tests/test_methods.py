@@ -80,6 +80,24 @@ def test_blurpool_twice_changes_nothing_and_the_pool_blurs_any_width():
     assert out.shape == (1, 8, 5, 5)
 
 
+@pytest.mark.parametrize("side", [14, 15])
+def test_blurred_shortcut_conv_strides_its_blur_and_computes_the_same(side):
+    """The downsample's 1x1 stride-2 conv: blurring at stride 2 then a stride-1 conv gives
+    what blurring every position then the strided conv gives (Composer's order)."""
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(16, 8, 1, stride=2, bias=False)
+    x = torch.randn(2, 16, side, side, dtype=torch.float64)
+    conv = conv.double()
+    reference = conv(blurpool.blur(x, blurpool.blur_kernel(16).double()))
+    blurred = blurpool.BlurConv2d(conv)
+    assert (blurred.blur_stride, blurred.conv.stride) == (2, (1, 1))
+    out = blurred(x)
+    assert out.shape == reference.shape == (2, 8, (side + 1) // 2, (side + 1) // 2)
+    assert torch.allclose(out, reference, rtol=0, atol=1e-12)
+    three = blurpool.BlurConv2d(torch.nn.Conv2d(16, 8, 3, stride=2, padding=1))
+    assert (three.blur_stride, three.conv.stride) == (1, (2, 2))     # a 3x3 conv does not commute
+
+
 def test_blur_kernel_is_normalised_and_preserves_a_flat_image():
     kernel = blurpool.blur_kernel(4)
     assert kernel.shape == (4, 1, 3, 3) and torch.allclose(kernel.sum((1, 2, 3)), torch.ones(4))

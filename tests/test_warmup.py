@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+import os
 import random
 
 import numpy as np
@@ -183,3 +184,68 @@ def test_no_data_set_is_read_before_run_start(tmp_path, cache_dir):
     assert data.synthetic_path in before
     assert data.train_path not in before and data.val_path not in before
     assert {data.train_path, data.val_path} <= after
+
+
+COMPILE_PROBE = '''
+import contextlib, json, sys
+from pathlib import Path
+import torch
+from torch import nn
+from submission.data.loaders import Normalizer
+from submission.methods.loss import LOSSES
+from submission.warmup import compiled, compiled_graphs, warm_up
+
+CPU = torch.device("cpu")
+normalize = Normalizer(CPU)
+
+
+def tiny():
+    return nn.Sequential(nn.Conv2d(3, 8, 3, stride=2, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 10))
+
+
+settings = dict(eval_side=8, batch=4, eval_batches=[4], num_classes=10, loss_fn=LOSSES["bce"],
+                smoothing=0.1, autocast=contextlib.nullcontext, normalize=normalize, device=CPU,
+                log=lambda line: None, net_is_compiled=True)
+sides = list(range(8, 48, 4))          # 10 sizes: torch._dynamo compiles 8 unless told more
+model = tiny()
+net = compiled(model, Path(sys.argv[1]), len(sides))
+warm_up(net, model, train_sides=sides, **settings)
+after_warm_up = compiled_graphs()
+for side in sides:                     # the run's steps, at every size of the schedule
+    images = torch.randint(0, 256, (4, 3, side, side), dtype=torch.uint8)
+    net(normalize(images.contiguous(memory_format=torch.channels_last))).sum().backward()
+late = compiled_graphs() - after_warm_up
+
+# room for no more sizes: a second model's first size falls back to eager, and is refused
+torch._dynamo.config.recompile_limit = len(sides)
+other = tiny()
+try:
+    warm_up(torch.compile(other, dynamic=False), other, train_sides=[8], **settings)
+    refused = ""
+except RuntimeError as error:
+    refused = str(error)
+print(json.dumps({"after_warm_up": after_warm_up, "late": late, "refused": refused}))
+'''
+
+
+def test_compiled_warm_up_compiles_every_size_of_a_long_schedule_before_run_start(tmp_path):
+    """compile=true with more sizes than torch._dynamo's recompile_limit (8; Mild has 13):
+    the warm-up compiles every one, the run's steps at those sizes compile nothing more,
+    and a size torch would leave eager is refused before run_start, not run slowly."""
+    import json
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    (tmp_path / "probe.py").write_text(COMPILE_PROBE)
+    done = subprocess.run([sys.executable, str(tmp_path / "probe.py"), str(tmp_path)], cwd=REPO,
+                          capture_output=True, text=True, timeout=600,
+                          env={"PYTHONPATH": str(REPO), "PATH": os.environ["PATH"]})
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    assert figures["after_warm_up"] >= 10
+    assert figures["late"] == 0
+    assert "compiled nothing at 8 px" in figures["refused"]
+    assert (tmp_path / "inductor").is_dir()        # Inductor's cache went under cache_dir

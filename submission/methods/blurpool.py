@@ -1,8 +1,9 @@
 """BlurPool: blur before every strided downsampling (Zhang, "Making CNNs shift-invariant").
 
 Stride-2 convs with at least `min_channels` input channels get a fixed 3x3
-[1,2,1]x[1,2,1]/16 depthwise blur (stride 1) in front; max-pools become max (stride 1)
-followed by a blur with the pool's stride. In torchvision ResNet-50 that touches 6 convs
+[1,2,1]x[1,2,1]/16 depthwise blur (stride 1) in front (a 1x1 conv: the blur strided
+instead, see BlurConv2d); max-pools become max (stride 1) followed by a blur with the
+pool's stride. In torchvision ResNet-50 that touches 6 convs
 (conv2 and downsample of the first block of layer2/3/4; the RGB stem is left alone)
 and the stem max-pool.
 """
@@ -24,15 +25,24 @@ def blur(x: torch.Tensor, kernel: torch.Tensor, stride: int = 1) -> torch.Tensor
 
 
 class BlurConv2d(nn.Module):
-    """blur (stride 1) -> the original strided conv."""
+    """blur (stride 1) -> the original strided conv.
+
+    A 1x1 conv without padding (the shortcut's downsample) mixes channels at each position
+    and the blur mixes positions within each channel, so the two commute: there the blur
+    takes the stride and the conv runs at stride 1. Same function up to float rounding,
+    but the blur computes and stores a quarter of the positions, at the 256-1024 channel
+    inputs where it is most expensive."""
 
     def __init__(self, conv: nn.Conv2d):
         super().__init__()
         self.conv = conv
+        self.blur_stride = 1
+        if conv.kernel_size == (1, 1) and conv.padding == (0, 0) and len(set(conv.stride)) == 1:
+            self.blur_stride, conv.stride = conv.stride[0], (1, 1)
         self.register_buffer("kernel", blur_kernel(conv.in_channels), persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.conv(blur(x, self.kernel))
+        return self.conv(blur(x, self.kernel, stride=self.blur_stride))
 
 
 class BlurMaxPool2d(nn.Module):
