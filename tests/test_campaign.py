@@ -38,9 +38,12 @@ def test_interrupted_campaign_resumes_and_packages(tmp_path, cache_dir):
     args = ["run", *quick_settings(results, cache_dir, target_accuracy=0.05, package="true",
                                    org="TestOrg", seeds="11,12,13,14,15")]
     resnet = results / "local_cpu" / "resnet"
+    # as from a terminal: a shell's background job (CI started with `&`) inherits SIGINT
+    # ignored, and Python then never raises KeyboardInterrupt
     first = subprocess.Popen([sys.executable, "-m", "submission", *args], cwd=REPO,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                             start_new_session=True)
+                             start_new_session=True,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         wait_for(lambda: (resnet / "result_2.txt.partial").is_file()
                  and "run_start" in (resnet / "result_2.txt.partial").read_text(), 400,
