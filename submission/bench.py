@@ -3,6 +3,7 @@
     python -m submission.bench [system=...] [key=value ...] [steps=N] [json=FILE]
     python -m submission.bench sweep=loader [system=...] data_dir=FOLDER [key=value ...]
     python -m submission.bench compare=composer [system=...] [key=value ...] [steps=N]
+    python -m submission.bench compare=methods [system=...] [key=value ...] [steps=N] [rounds=R]
 
 Prints, for the resolved configuration (batch, resolution, precision, workers, device):
   - the recipe's training step on synthetic batches (model + loss + SGDW), and a plain
@@ -23,6 +24,8 @@ Prints, for the resolved configuration (batch, resolution, precision, workers, d
 each of a few .beton write options (mode, max resolution, JPEG quality).
 `compare=composer` instead times the recipe's step beside MosaicML Composer's Trainer with
 the Mild methods (bench_composer.py; Composer installed by hand, as its docstring says).
+`compare=methods` instead times the recipe's step beside the same step with each of its
+methods swapped for the plain loop's, one at a time (bench_methods.py): where the gap is.
 Ratios between rows survive a noisy machine better than absolute figures. `json=FILE`
 writes the figures as a profile that `python -m submission project` reads.
 """
@@ -101,9 +104,20 @@ def train_flops(model, batch, normalize, loss_fn, smoothing) -> float:
     return float(counter.get_total_flops())
 
 
+def plain_loop(config, classes: int, device: torch.device, normalize):
+    """step(images, labels) of a plain torchvision loop: ResNet-50 (channels last),
+    cross-entropy, torch.optim.SGD, with fp16 a GradScaler as in PyTorch's AMP recipe."""
+    plain = torchvision.models.resnet50(num_classes=classes).to(device, memory_format=torch.channels_last)
+    optimizer = torch.optim.SGD(plain.parameters(), lr=0.1, momentum=0.875)
+    scaler, autocast = grad_scaler(config, device), autocast_for(config, device)
+    return lambda images, labels: optimizer_step(plain, optimizer, scaler, autocast,
+                                                 LOSSES["cross_entropy"], normalize(images), labels, 0.0)
+
+
 def _loader_setup_child(config_dict: dict, data_dict: dict, warm: bool) -> dict:
     """In a fresh process: seconds to the first training batch and through the first
-    evaluation pass of the run's loaders, after warm_up_loaders or not."""
+    evaluation pass of the run's loaders, after warm_up_loaders or not; of the first,
+    building both loaders and starting the training epoch."""
     from .config import Config
     from .data.prepare import PreparedData
     from .warmup import warm_up_loaders
@@ -119,7 +133,9 @@ def _loader_setup_child(config_dict: dict, data_dict: dict, warm: bool) -> dict:
     start = time.perf_counter()
     train, val = run_loaders(config, ctx, 0, data.train_path, data.val_path, data.eval_samples,
                              shard=True)
-    batches = iter(train)
+    figures["build_s"] = time.perf_counter() - start
+    batches = iter(train)          # FFCV allocates the epoch's buffers (pinned on a GPU) here
+    figures["epoch_start_s"] = time.perf_counter() - start - figures["build_s"]
     next(batches)
     _sync(device)
     figures["train_first_batch_s"] = time.perf_counter() - start
@@ -167,15 +183,9 @@ def measure(config, steps: int) -> dict:
     full = _synthetic(batch, res, classes, device)
     figures["step"] = batch / _timed(lambda: train_step(*full), steps, device)
 
-    plain = torchvision.models.resnet50(num_classes=classes).to(device, memory_format=torch.channels_last)
-    plain_opt = torch.optim.SGD(plain.parameters(), lr=0.1, momentum=0.875)
-    plain_scaler = grad_scaler(config, device)   # PyTorch's AMP recipe: a GradScaler with fp16
-
-    def plain_step(images, labels):
-        optimizer_step(plain, plain_opt, plain_scaler, autocast, LOSSES["cross_entropy"],
-                       normalize(images), labels, 0.0)
+    plain_step = plain_loop(config, classes, device, normalize)
     figures["plain_loop"] = batch / _timed(lambda: plain_step(*full), steps, device)
-    del plain, plain_opt
+    del plain_step
 
     # progressive-resizing sizes: set-up cost of the first step, then the steady rate
     per_epoch = max(1, data.train_samples // config.global_batch_size)
@@ -323,6 +333,8 @@ def report(config, figures: dict, steps: int) -> str:
     cold, warm = figures["loader_setup"]["cold"], figures["loader_setup"]["warm"]
     lines += ["", "  the run's loaders after run_start, in a fresh process:   no warm-up   after warm-up",
               f"  {'first training batch':<54}{cold['train_first_batch_s']:7.2f} s  {warm['train_first_batch_s']:9.2f} s",
+              f"  {'  of which: both loaders built':<54}{cold['build_s']:7.2f} s  {warm['build_s']:9.2f} s",
+              f"  {'            training epoch started (buffers)':<54}{cold['epoch_start_s']:7.2f} s  {warm['epoch_start_s']:9.2f} s",
               f"  {'first evaluation pass':<54}{cold['val_first_pass_s']:7.2f} s  {warm['val_first_pass_s']:9.2f} s",
               f"  {'loader warm-up on the synthetic file, before run_start':<54}{'':>9}  {warm['warm_up_s']:9.2f} s"]
     return "\n".join(lines)
@@ -368,31 +380,33 @@ def loader_sweep(overrides: dict, steps: int) -> str:
                       "  write_mode  max res  quality  stored size       loader"] + rows)
 
 
+def _whole_number(key: str, value: str, example: str) -> int:
+    if not (value.isdigit() and int(value) > 0):
+        raise ConfigError(f"{key}={value}: give a whole number above 0, e.g. {example}")
+    return int(value)
+
+
+COMPARISONS = {"composer": "MosaicML Composer's Trainer with the Mild methods",
+               "methods": "the recipe's step with each method swapped for the plain loop's"}
+
+
 def main(argv=None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
-    steps, out, sweep, compare = 10, "", "", ""
+    options = {"steps": "10", "rounds": "3", "json": "", "sweep": "", "compare": ""}
     for word in list(words):
         key, _, value = word.partition("=")
-        if key in ("steps", "json", "sweep", "compare"):
+        if key in options:
             words.remove(word)
-            if key == "steps":
-                steps = int(value) if value.isdigit() and int(value) > 0 else 0
-                if not steps:
-                    print(f"error: steps={value}: give a whole number of timed steps, e.g. steps=10",
-                          file=sys.stderr)
-                    return 2
-            elif key == "json":
-                out = value
-            elif key == "compare":
-                compare = value
-            else:
-                sweep = value
+            options[key] = value
+    out, sweep, compare = options["json"], options["sweep"], options["compare"]
     try:
+        steps = _whole_number("steps", options["steps"], "steps=10 (timed steps)")
+        rounds = _whole_number("rounds", options["rounds"], "rounds=3 (turns of compare=methods)")
         if sweep and sweep != "loader":
             raise ConfigError(f"sweep={sweep}: the bench knows sweep=loader (the .beton write options)")
-        if compare and compare != "composer":
-            raise ConfigError(f"compare={compare}: the bench knows compare=composer (MosaicML "
-                              "Composer's Trainer with the Mild methods)")
+        if compare and compare not in COMPARISONS:
+            raise ConfigError(f"compare={compare}: the bench knows "
+                              + "; ".join(f"compare={k} ({v})" for k, v in COMPARISONS.items()))
         if out and (sweep or compare):
             raise ConfigError(f"json={out} writes the main bench's profile; sweep= and compare= "
                               "only print their table")
@@ -400,11 +414,16 @@ def main(argv=None) -> int:
         if sweep:
             print("\n" + loader_sweep(parse_overrides(words), steps))
             return 0
-        if compare:
+        if compare == "composer":
             from . import bench_composer
             bench_composer.require_composer()
             figures = bench_composer.comparison(config, prepare(config).num_classes, steps)
             print("\n" + bench_composer.report(config, figures, steps))
+            return 0
+        if compare == "methods":
+            from . import bench_methods
+            figures = bench_methods.comparison(config, prepare(config).num_classes, steps, rounds)
+            print("\n" + bench_methods.report(config, figures, steps, rounds))
             return 0
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -32,6 +32,8 @@ def test_bench_on_a_small_training_set_writes_a_profile_of_every_size(tmp_path, 
     for probe in ("cold", "warm"):
         assert data["loader_setup_s"][probe]["train_first_batch_s"] > 0
         assert data["loader_setup_s"][probe]["val_first_pass_s"] > 0
+        setup = data["loader_setup_s"][probe]
+        assert 0 < setup["build_s"] + setup["epoch_start_s"] < setup["train_first_batch_s"]
     assert data["loader_setup_s"]["warm"]["warm_up_s"] > 0 == data["loader_setup_s"]["cold"]["warm_up_s"]
     for row in ("plain torchvision loop", "MFU", "progressive-resizing sizes", "first training batch"):
         assert row in done.stdout
@@ -67,7 +69,7 @@ def test_unknown_sweep_is_refused():
 def test_unknown_comparison_is_refused():
     done = subprocess.run([sys.executable, "-m", "submission.bench", "compare=timm"], cwd=REPO,
                           capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2 and "compare=composer" in done.stderr
+    assert done.returncode == 2 and "compare=composer" in done.stderr and "compare=methods" in done.stderr
 
 
 def test_composer_comparison_without_composer_says_how_to_install_it(tmp_path):
@@ -81,3 +83,40 @@ def test_composer_comparison_without_composer_says_how_to_install_it(tmp_path):
     assert done.returncode == 2, done.stdout + done.stderr
     assert "needs MosaicML Composer" in done.stderr and "submission.bench_composer" in done.stderr
     assert not (tmp_path / "cache").exists()
+
+
+def test_method_comparison_times_each_variant_and_the_plain_loop(cache_dir):
+    from submission.bench_methods import PLAIN_ROW, VARIANTS
+    done = subprocess.run(
+        [sys.executable, "-m", "submission.bench", "compare=methods", "system=cpu",
+         f"cache_dir={cache_dir}", "train_limit=256", "eval_limit=64", "batch_per_device=8",
+         "steps=1", "rounds=2"], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = {line.split("  ")[1].strip(): line for line in done.stdout.splitlines()
+            if line.endswith("x the recipe step")}
+    assert list(rows) == [row for row, _, _ in VARIANTS] + [PLAIN_ROW]
+    rate = {row: float(line.split()[-6]) for row, line in rows.items()}
+    assert all(value > 0 for value in rate.values())
+    printed = float(done.stdout.split("the recipe step is ")[1].split("x")[0])
+    assert abs(printed - rate[VARIANTS[0][0]] / rate[PLAIN_ROW]) < 0.02
+    assert "best of 2 rounds of 1 steps" in done.stdout
+
+
+def test_every_method_variant_swaps_something_the_recipe_has():
+    """A misspelt key would leave a variant identical to the recipe's step, silently."""
+    from submission.bench_methods import VARIANTS
+    from submission.config import resolve
+    recipe = resolve(None, {})
+    assert VARIANTS[0][1:] == ({}, "sgdw")
+    for row, changes, optimizer in VARIANTS[1:]:
+        assert changes or optimizer != "sgdw", f"{row} changes nothing"
+        assert optimizer in ("sgd", "sgdw")
+        for key, value in changes.items():
+            assert key in recipe.settings, f"{row}: {key} is no setting"
+            assert recipe.settings[key] != value, f"{row}: the recipe already has {key}={value}"
+
+
+def test_bench_refuses_a_round_count_that_is_no_whole_number():
+    done = subprocess.run([sys.executable, "-m", "submission.bench", "compare=methods", "rounds=0"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "rounds=0: give a whole number above 0" in done.stderr

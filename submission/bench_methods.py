@@ -1,0 +1,93 @@
+"""Where the recipe's step loses to a plain loop: each method swapped out, one at a time.
+
+    python -m submission.bench compare=methods [system=...] [key=value ...] [steps=N] [rounds=R]
+
+The recipe's step (BlurPool, BCE with label smoothing, DecoupledSGDW, at the recipe's
+initialisation) is timed beside the same step with one method replaced by what a plain
+torchvision loop uses, and beside the plain loop itself (bench.py's row), all at full
+size on the same synthetic batches. A variant that runs faster than the recipe's step by
+some share is what that method costs; the plain loop's lead is the whole gap (issue 9's
+target: the recipe's step at 0.95x the plain loop or better). The EMA update is not in
+the step: the main bench prints its cost beside the loop's other work.
+Machines drift, so the variants take turns: R rounds of `steps` timed steps each, in
+turn, and each variant's figure is its best round.
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+
+from .bench import _sync, _synthetic, plain_loop
+from .config import Config
+from .data import loaders
+from .methods.loss import LOSSES
+from .methods.sgdw import DecoupledSGDW
+from .model import model_from_config
+from .train import autocast_for, grad_scaler, optimizer_step
+
+WARM_UP_STEPS = 3                 # first steps allocate and pick kernels: not timed
+
+# (row, settings changed, optimizer): one method swapped for the plain loop's in each
+VARIANTS = (
+    ("recipe step (BlurPool, BCE, DecoupledSGDW)", {}, "sgdw"),
+    ("without BlurPool", {"blurpool": False}, "sgdw"),
+    ("cross-entropy instead of BCE", {"loss": "cross_entropy"}, "sgdw"),
+    ("torch.optim.SGD instead of DecoupledSGDW", {}, "sgd"),
+)
+PLAIN_ROW = "plain torchvision loop (CE, SGD)"
+
+
+def _recipe_step(config, classes: int, device: torch.device, normalize, optimizer: str):
+    model = model_from_config(config, classes).to(device)
+    if optimizer == "sgd":     # as the plain loop: torch's default implementation, coupled decay
+        opt = torch.optim.SGD(model.parameters(), lr=config.peak_lr, momentum=config.momentum,
+                              weight_decay=config.effective_weight_decay)
+    else:
+        opt = DecoupledSGDW(model.parameters(), lr=config.peak_lr, momentum=config.momentum,
+                            weight_decay=config.effective_weight_decay, fused=device.type == "cuda")
+    loss_fn, autocast = LOSSES[config.loss], autocast_for(config, device)
+    scaler = grad_scaler(config, device)
+    return lambda images, labels: optimizer_step(model, opt, scaler, autocast, loss_fn,
+                                                 normalize(images), labels, config.label_smoothing)
+
+
+def comparison(config, classes: int, steps: int, rounds: int) -> dict:
+    """{row: img/s} for every variant and the plain loop, each its best of `rounds`."""
+    device = torch.device("cuda" if config.device_type == "cuda" else "cpu")
+    if device.type == "cpu":
+        torch.set_num_threads(config.cpu_threads or torch.get_num_threads())
+    normalize = loaders.Normalizer(device)
+    steps_of = {}
+    for row, changes, optimizer in VARIANTS:
+        changed = Config(config.system_id, {**config.settings, **changes}, config.description)
+        steps_of[row] = _recipe_step(changed, classes, device, normalize, optimizer)
+    steps_of[PLAIN_ROW] = plain_loop(config, classes, device, normalize)
+
+    images, labels = _synthetic(config.batch_per_device, config.train_resolution, classes, device)
+    for step in steps_of.values():
+        for _ in range(WARM_UP_STEPS):
+            step(images, labels)
+    best = dict.fromkeys(steps_of, 0.0)
+    for _ in range(rounds):
+        for row, step in steps_of.items():
+            _sync(device)
+            start = time.perf_counter()
+            for _ in range(steps):
+                step(images, labels)
+            _sync(device)
+            best[row] = max(best[row], config.batch_per_device * steps / (time.perf_counter() - start))
+    return best
+
+
+def report(config, figures: dict, steps: int, rounds: int) -> str:
+    recipe = figures[VARIANTS[0][0]]
+    lines = [f"the recipe's step with one method swapped for the plain loop's: batch "
+             f"{config.batch_per_device}, {config.train_resolution} px, {config.precision}"
+             + (f" ({config.amp_dtype})" if config.precision == "amp" else "")
+             + f", {config.device_type}; best of {rounds} rounds of {steps} steps, taken in turn", ""]
+    lines += [f"  {row:<44} {rate:10.1f} img/s   {rate / recipe:5.2f}x the recipe step"
+              for row, rate in figures.items()]
+    plain = figures[PLAIN_ROW]
+    lines += ["", f"  the recipe step is {recipe / plain:.2f}x the plain loop"]
+    return "\n".join(lines)
