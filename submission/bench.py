@@ -12,10 +12,12 @@ Prints, for the resolved configuration (batch, resolution, precision, workers, d
   - per progressive-resizing size: the first step (set-up: cuDNN/oneDNN plans) and the
     steady rate;
   - the loop's work around a step at the smallest size (normalise, resize, EMA update);
-  - with compile=true, the compiled step (torch.compile, static shapes; cuda_graphs=true:
-    replayed as CUDA graphs) at full size and at the smallest side, beside the eager one;
+  - with compile=true, the compiled step (torch.compile, static shapes or with
+    compile_dynamic=true one graph for all sizes; cuda_graphs=true: replayed as CUDA
+    graphs) at full size and at the smallest side, beside the eager one;
   - MFU: FLOPs of forward+backward counted with torch.utils.flop_counter at full size,
     over a matmul peak measured on the same device and dtype in the same run;
+  - the evaluation forward alone on synthetic batches at the evaluation size;
   - the FFCV train loader alone, the step fed by the loader, and evaluation;
   - the loaders' set-up inside the timed region: first training batch and first
     evaluation pass of the run's loaders in a fresh process, without and with the
@@ -165,6 +167,7 @@ def measure(config, steps: int) -> dict:
     device = torch.device("cuda" if config.device_type == "cuda" else "cpu")
     if device.type == "cpu":
         torch.set_num_threads(config.cpu_threads or torch.get_num_threads())
+    torch.backends.cudnn.benchmark = config.cudnn_benchmark
     data = prepare(config)
     figures: dict = {"loader_setup": loader_setup(config, data)}   # first: nothing else running
     classes = data.num_classes
@@ -210,8 +213,17 @@ def measure(config, steps: int) -> dict:
                                 "share_of_step": (prepare_s + ema_s) / step_s}
     del ema
 
+    # the evaluation forward alone, at its size, on synthetic batches (no loader)
+    eval_batch = config.eval_batch_size or batch
+    eval_images = _synthetic(eval_batch, config.eval_resolution, classes, device)[0]
+    model.eval()
+    with torch.no_grad(), autocast():
+        figures["eval_forward"] = eval_batch / _timed(lambda: model(normalize(eval_images)), steps, device)
+    model.train()
+
     if config.compile:
-        net = compiled(model, cache_folder(config), 2, config.cuda_graphs)   # full size, smallest
+        net = compiled(model, cache_folder(config), 2, config.cuda_graphs,  # full size, smallest
+                       config.compile_dynamic)
 
         def compiled_step(images, labels):
             optimizer_step(net, optimizer, scaler, autocast, loss_fn, normalize(images), labels,
@@ -276,10 +288,14 @@ def profile(config, figures: dict, steps: int) -> dict:
         "settings": {"system": config.system_id, "recipe": config.recipe,
                      "batch_per_device": config.batch_per_device, "precision": config.precision,
                      "amp_dtype": config.amp_dtype, "workers_per_device": config.workers_per_device,
-                     "compile": config.compile, "train_resolution": config.train_resolution,
+                     "compile": config.compile, "cuda_graphs": config.cuda_graphs,
+                     "compile_dynamic": config.compile_dynamic,
+                     "cudnn_benchmark": config.cudnn_benchmark,
+                     "train_resolution": config.train_resolution,
                      "eval_resolution": config.eval_resolution},
         "train_step": {str(side): v for side, v in figures["sizes"].items()},
         "eval_img_per_s": figures["eval"],
+        "eval_forward_img_per_s": figures["eval_forward"],
         "loader": {"img_per_s": figures["loader"], "threads": config.workers_per_device,
                    "resolution": config.train_resolution},
         "setup_s": {"first_eval_extra": max(0.0, 1 / figures["eval_first"] - 1 / figures["eval"])},
@@ -303,11 +319,13 @@ def report(config, figures: dict, steps: int) -> str:
             ("plain torchvision loop (CE, SGD)", figures["plain_loop"]),
             ("FFCV train loader alone", figures["loader"]),
             ("step fed by the loader", figures["fed_step"]),
+            (f"evaluation forward, synthetic, {config.eval_resolution} px", figures["eval_forward"]),
             ("evaluation, first pass (FFCV compile)", figures["eval_first"]),
             ("evaluation, second pass", figures["eval"])]
     if "compiled" in figures:
         compiled_rows = figures["compiled"]
-        how = "compiled + CUDA graphs" if config.cuda_graphs else "compiled"
+        how = ("compiled" + (" + CUDA graphs" if config.cuda_graphs else "")
+               + (" (dynamic)" if config.compile_dynamic else ""))
         first_side = next(iter(compiled_rows))
         rows.insert(1, (f"{how} (first call {compiled_rows[first_side]['first_step_s']:.0f} s)",
                         compiled_rows[first_side]["img_per_s"]))
@@ -326,7 +344,8 @@ def report(config, figures: dict, steps: int) -> str:
     lines += [f"  {side:>5} px  {v['first_step_s']:7.2f} s  {v['img_per_s']:10.1f} img/s"
               for side, v in figures["sizes"].items()]
     if "compiled" in figures:
-        lines += ["", f"  {how} (static shapes), against the eager step at the same size:"]
+        shapes = "symbolic sizes" if config.compile_dynamic else "static shapes"
+        lines += ["", f"  {how} ({shapes}), against the eager step at the same size:"]
         lines += [f"  {side:>5} px  first call {v['first_step_s']:6.1f} s  {v['img_per_s']:10.1f} img/s"
                   f"  {v['img_per_s'] / v['eager_img_per_s']:5.2f}x eager"
                   for side, v in figures["compiled"].items()]

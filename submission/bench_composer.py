@@ -145,6 +145,7 @@ def comparison(config, classes: int, steps: int) -> dict:
     device = torch.device("cuda" if config.device_type == "cuda" else "cpu")
     if device.type == "cpu":
         torch.set_num_threads(config.cpu_threads or torch.get_num_threads())
+    torch.backends.cudnn.benchmark = config.cudnn_benchmark
     before = our_mild_step(config, classes, device, steps)
     composer_rate, version = composer_mild_step(config, classes, device, steps)
     after = our_mild_step(config, classes, device, steps)

@@ -57,6 +57,7 @@ def comparison(config, classes: int, steps: int, rounds: int) -> dict:
     device = torch.device("cuda" if config.device_type == "cuda" else "cpu")
     if device.type == "cpu":
         torch.set_num_threads(config.cpu_threads or torch.get_num_threads())
+    torch.backends.cudnn.benchmark = config.cudnn_benchmark
     normalize = loaders.Normalizer(device)
     steps_of = {}
     for row, changes, optimizer in VARIANTS:

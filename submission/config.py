@@ -75,6 +75,11 @@ HARNESS_SETTINGS: dict[str, tuple[Any, str]] = {
                        "in the warm-up, Inductor cache under cache_dir)"),
     "cuda_graphs": (False, "with compile=true on one GPU: replay each size's compiled step as "
                            "CUDA graphs (torch.compile mode reduce-overhead)"),
+    "compile_dynamic": (False, "with compile=true: graphs with symbolic sizes (torch.compile "
+                               "dynamic=True) instead of one per size; torch compiles again only "
+                               "where a size changes its guards"),
+    "cudnn_benchmark": (False, "on CUDA: cuDNN times its algorithms at each new shape and keeps "
+                               "the fastest (the warm-up pays the trials before run_start)"),
     # price, for cost per run
     "price_usd_per_hour": (0.0, "hourly price of the whole system (all nodes)"),
     "price_source": ("", "where the price comes from"),
@@ -435,6 +440,11 @@ def validate(config: Config) -> None:
     if config.cuda_graphs and not (config.compile and config.device_type == "cuda"):
         problems.append("cuda_graphs=true needs compile=true and device cuda (it captures the "
                         "compiled step)")
+    if config.compile_dynamic and not config.compile:
+        problems.append("compile_dynamic=true needs compile=true (it chooses how the step is compiled)")
+    if config.cudnn_benchmark and config.device_type != "cuda":
+        problems.append(f"cudnn_benchmark=true on device {config.device_type}: it sets cuDNN, "
+                        "which only CUDA devices use")
     if config.cuda_graphs and config.world_size > 1:
         problems.append(f"cuda_graphs=true with {config.world_size} processes: CUDA graphs around "
                         "DDP's all-reduce were never measured by this harness; use cuda_graphs=false "

@@ -211,6 +211,7 @@ def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed:
     seed_everything(seed)
     if ctx.device.type == "cpu":
         torch.set_num_threads(config.cpu_threads or max(1, (os.cpu_count() or 1) // config.processes_per_node))
+    torch.backends.cudnn.benchmark = config.cudnn_benchmark
 
     model = model_from_config(config, data.num_classes).to(ctx.device)
     log.weights_initialization(model)
@@ -227,7 +228,8 @@ def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed:
     train_sides = schedule_sides(steps_per_epoch, total_steps, config)
     if config.compile:
         from .data.prepare import cache_folder
-        net = compiled(net, cache_folder(config), len(train_sides), config.cuda_graphs)
+        net = compiled(net, cache_folder(config), len(train_sides), config.cuda_graphs,
+                       config.compile_dynamic)
     optimizer = DecoupledSGDW(model.parameters(), lr=config.peak_lr, momentum=config.momentum,
                               weight_decay=config.effective_weight_decay,
                               fused=ctx.device.type == "cuda")
@@ -251,7 +253,8 @@ def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed:
                     ctx.rank, ctx.world_size),
                 num_classes=data.num_classes, loss_fn=loss_fn, smoothing=config.label_smoothing,
                 autocast=autocast, normalize=normalize, device=ctx.device, log=say,
-                calls_per_side=3 if config.cuda_graphs else 1, net_is_compiled=config.compile)
+                calls_per_side=3 if config.cuda_graphs else 1, net_is_compiled=config.compile,
+                dynamic_shapes=config.compile_dynamic)
         if data.synthetic_path:
             warm_up_loaders(*run_loaders(config, ctx, seed, data.synthetic_path,
                                          data.synthetic_path, data.synthetic_samples, shard=False),

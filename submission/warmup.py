@@ -53,13 +53,16 @@ def preserved_state(*modules: torch.nn.Module):
 def warm_up(net: torch.nn.Module, model: torch.nn.Module, *, train_sides: list[int],
             eval_side: int, batch: int, eval_batches: list[int], num_classes: int, loss_fn,
             smoothing: float, autocast, normalize, device: torch.device,
-            log=print, calls_per_side: int = 1, net_is_compiled: bool = False) -> dict[int, float]:
+            log=print, calls_per_side: int = 1, net_is_compiled: bool = False,
+            dynamic_shapes: bool = False) -> dict[int, float]:
     """Forward+backward at each training side (calls_per_side times: CUDA graphs are
     captured on a later call than the first), eval forward at eval_side for each batch size
     evaluation meets (a smaller last batch needs plans of its own: about 2 s of a first
     evaluation on an H100); returns the seconds each side took (the first call at a size
     carries its set-up cost). net_is_compiled: a side at which torch.compile compiled
-    nothing (it fell back to eager) is refused, since the run would go eager there."""
+    nothing (it fell back to eager) is refused, since the run would go eager there; with
+    dynamic_shapes a graph serves many sides, so only a warm-up that compiled nothing at
+    all is refused."""
     generator = torch.Generator(device="cpu").manual_seed(0)
 
     def batch_of(size: int, side: int) -> torch.Tensor:
@@ -67,6 +70,7 @@ def warm_up(net: torch.nn.Module, model: torch.nn.Module, *, train_sides: list[i
         return images.to(device).contiguous(memory_format=torch.channels_last)
 
     seconds: dict[int, float] = {}
+    graphs_before = compiled_graphs()
     with preserved_state(model):
         was_training = model.training
         model.train()
@@ -80,13 +84,17 @@ def warm_up(net: torch.nn.Module, model: torch.nn.Module, *, train_sides: list[i
                 loss.backward()
             _sync(device)
             seconds[side] = time.perf_counter() - start
-            if net_is_compiled and compiled_graphs() == graphs:
+            if net_is_compiled and not dynamic_shapes and compiled_graphs() == graphs:
                 raise RuntimeError(
                     f"torch.compile compiled nothing at {side} px during the warm-up: the step "
                     f"would run eagerly at that size inside the timed region (torch._dynamo "
                     f"recompile_limit {torch._dynamo.config.recompile_limit}; the schedule has "
                     f"{len(train_sides)} sizes). Run with TORCH_LOGS=recompiles to see why, "
                     "or compile=false")
+        if net_is_compiled and dynamic_shapes and compiled_graphs() == graphs_before:
+            raise RuntimeError("torch.compile (dynamic shapes) compiled nothing during the warm-up: "
+                               "the step would run eagerly. Run with TORCH_LOGS=recompiles to see "
+                               "why, or compile=false")
         model.eval()
         with torch.no_grad(), autocast():
             start = time.perf_counter()
@@ -97,7 +105,8 @@ def warm_up(net: torch.nn.Module, model: torch.nn.Module, *, train_sides: list[i
         model.train(was_training)
     log(f"warm-up before run_start: {len(train_sides)} training sizes "
         f"({', '.join(str(s) for s in train_sides)} px) and evaluation at {eval_side} px, "
-        f"{sum(seconds.values()):.1f} s, synthetic batches")
+        f"{sum(seconds.values()):.1f} s, synthetic batches"
+        + (f"; torch.compile compiled {compiled_graphs() - graphs_before} graph(s)" if net_is_compiled else ""))
     return seconds
 
 
@@ -119,7 +128,8 @@ def compiled_graphs() -> int:
     return counters["stats"]["unique_graphs"]
 
 
-def compiled(net: torch.nn.Module, cache_dir, sizes: int, cuda_graphs: bool = False) -> torch.nn.Module:
+def compiled(net: torch.nn.Module, cache_dir, sizes: int, cuda_graphs: bool = False,
+             dynamic: bool = False) -> torch.nn.Module:
     """torch.compile with static shapes, room for `sizes` input sizes; Inductor's on-disk
     cache under cache_dir, so that runs 2-5 of a campaign (new processes) reuse what run 1
     compiled. A cache folder the user chose (TORCHINDUCTOR_CACHE_DIR set to anything but
@@ -129,7 +139,11 @@ def compiled(net: torch.nn.Module, cache_dir, sizes: int, cuda_graphs: bool = Fa
     schedule has 13 sizes: its 5 largest, 40% of the run, would not be compiled.
     cuda_graphs: mode reduce-overhead, each size's forward and backward replayed as CUDA
     graphs (on an H100: 2.58x eager at 88 px, where the step is launch-bound, 1.31x at
-    176 px; README Throughput)."""
+    176 px; README Throughput).
+    dynamic: graphs with symbolic sizes instead (dynamic=True), compiled again only where a
+    size changes a guard (on CPU, ResNet-50 compiled again going from 32 to 16 px). Issue 9
+    measured it on an H100: 130 s to compile once, then 1.2-2.4 s at each new size, and no
+    gain over eager."""
     import os
     from torch._inductor.runtime.cache_dir_utils import default_cache_dir
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, sizes)
@@ -138,8 +152,8 @@ def compiled(net: torch.nn.Module, cache_dir, sizes: int, cuda_graphs: bool = Fa
         # torch writes its default into the variable the first time it looks it up
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir / "inductor")
     if not cuda_graphs:
-        return torch.compile(net, dynamic=False)
-    return StepMarked(torch.compile(net, dynamic=False, mode="reduce-overhead"))
+        return torch.compile(net, dynamic=dynamic)
+    return StepMarked(torch.compile(net, dynamic=dynamic, mode="reduce-overhead"))
 
 
 class StepMarked(torch.nn.Module):

@@ -25,6 +25,8 @@ def test_bench_on_a_small_training_set_writes_a_profile_of_every_size(tmp_path, 
     for figures in data["train_step"].values():
         assert figures["img_per_s"] > 0 and figures["first_step_s"] > 0
     assert data["eval_img_per_s"] > 0 and data["loader"]["img_per_s"] > 0
+    assert data["eval_forward_img_per_s"] > 0 and "evaluation forward, synthetic, 32 px" in done.stdout
+    assert data["settings"]["cudnn_benchmark"] is False is data["settings"]["compile_dynamic"]
     assert 0 < data["mfu"]["mfu"] < 1 and data["mfu"]["flops_per_image"] > 1e8
     overhead = data["loop_overhead"]
     assert overhead["side"] == 16 and overhead["normalize_resize_s"] > 0 and overhead["ema_s"] > 0

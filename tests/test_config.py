@@ -115,6 +115,8 @@ def test_overrides_are_typed_and_the_command_line_wins():
     ({"system": "p5"}, "unknown system 'p5'"),
     ({"loss": "hinge"}, "loss must be bce or cross_entropy"),
     ({"cuda_graphs": "true"}, "cuda_graphs=true needs compile=true and device cuda"),
+    ({"compile_dynamic": "true"}, "compile_dynamic=true needs compile=true"),
+    ({"cudnn_benchmark": "true"}, "cudnn_benchmark=true on device cpu"),
 ])
 def test_bad_input_is_rejected_with_a_reason(overrides, message):
     with pytest.raises(ConfigError, match=message):
@@ -125,6 +127,12 @@ def test_cuda_graphs_are_refused_around_ddp():
     with pytest.raises(ConfigError, match="cuda_graphs=true with 8 processes"):
         resolve("p4d", {"compile": "true", "cuda_graphs": "true"})
     assert resolve("p4d", {"compile": "true", "cuda_graphs": "true", "procs_per_node": "1"}).cuda_graphs
+
+
+def test_gpu_compile_settings_resolve_on_a_gpu_system():
+    config = resolve("p4d", {"compile": "true", "compile_dynamic": "true", "cudnn_benchmark": "true"})
+    assert config.compile_dynamic and config.cudnn_benchmark
+    assert not resolve("p4d", {}).cudnn_benchmark
 
 
 def test_overrides_must_be_key_value():

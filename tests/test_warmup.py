@@ -197,6 +197,7 @@ from submission.warmup import compiled, compiled_graphs, warm_up
 
 CPU = torch.device("cpu")
 normalize = Normalizer(CPU)
+lines = []
 
 
 def tiny():
@@ -206,7 +207,7 @@ def tiny():
 
 settings = dict(eval_side=8, batch=4, eval_batches=[4], num_classes=10, loss_fn=LOSSES["bce"],
                 smoothing=0.1, autocast=contextlib.nullcontext, normalize=normalize, device=CPU,
-                log=lambda line: None, net_is_compiled=True)
+                log=lines.append, net_is_compiled=True)
 sides = list(range(8, 48, 4))          # 10 sizes: torch._dynamo compiles 8 unless told more
 model = tiny()
 net = compiled(model, Path(sys.argv[1]), len(sides))
@@ -225,27 +226,63 @@ try:
     refused = ""
 except RuntimeError as error:
     refused = str(error)
-print(json.dumps({"after_warm_up": after_warm_up, "late": late, "refused": refused}))
+print(json.dumps({"after_warm_up": after_warm_up, "late": late, "refused": refused,
+                  "log": lines[0]}))
 '''
 
 
-def test_compiled_warm_up_compiles_every_size_of_a_long_schedule_before_run_start(tmp_path):
-    """compile=true with more sizes than torch._dynamo's recompile_limit (8; Mild has 13):
-    the warm-up compiles every one, the run's steps at those sizes compile nothing more,
-    and a size torch would leave eager is refused before run_start, not run slowly."""
+DYNAMIC_PROBE = COMPILE_PROBE.split("sides = ")[0] + '''
+sides = list(range(8, 48, 4))
+model = tiny()
+net = compiled(model, Path(sys.argv[1]), len(sides), dynamic=True)
+warm_up(net, model, train_sides=sides, dynamic_shapes=True, **settings)
+after_warm_up = compiled_graphs()
+for side in sides:
+    images = torch.randint(0, 256, (4, 3, side, side), dtype=torch.uint8)
+    net(normalize(images.contiguous(memory_format=torch.channels_last))).sum().backward()
+late = compiled_graphs() - after_warm_up
+try:                                   # warmed already: this warm-up compiles nothing at all
+    warm_up(net, model, train_sides=sides, dynamic_shapes=True, **settings)
+    refused = ""
+except RuntimeError as error:
+    refused = str(error)
+print(json.dumps({"after_warm_up": after_warm_up, "late": late, "refused": refused,
+                  "log": lines[0]}))
+'''
+
+
+def _probe(tmp_path, source: str) -> dict:
     import json
     import subprocess
     import sys
 
     from conftest import REPO
 
-    (tmp_path / "probe.py").write_text(COMPILE_PROBE)
+    (tmp_path / "probe.py").write_text(source)
     done = subprocess.run([sys.executable, str(tmp_path / "probe.py"), str(tmp_path)], cwd=REPO,
                           capture_output=True, text=True, timeout=600,
                           env={"PYTHONPATH": str(REPO), "PATH": os.environ["PATH"]})
     assert done.returncode == 0, done.stderr[-3000:]
-    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_compiled_warm_up_compiles_every_size_of_a_long_schedule_before_run_start(tmp_path):
+    """compile=true with more sizes than torch._dynamo's recompile_limit (8; Mild has 13):
+    the warm-up compiles every one, the run's steps at those sizes compile nothing more,
+    and a size torch would leave eager is refused before run_start, not run slowly."""
+    figures = _probe(tmp_path, COMPILE_PROBE)
     assert figures["after_warm_up"] >= 10
+    assert f"torch.compile compiled {figures['after_warm_up']} graph(s)" in figures["log"]
     assert figures["late"] == 0
     assert "compiled nothing at 8 px" in figures["refused"]
     assert (tmp_path / "inductor").is_dir()        # Inductor's cache went under cache_dir
+
+
+def test_dynamic_compile_serves_every_size_with_few_graphs_and_nothing_after_the_warm_up(tmp_path):
+    """compile_dynamic=true: fewer graphs than sizes, all compiled in the warm-up; a warm-up
+    that compiles nothing at all is refused."""
+    figures = _probe(tmp_path, DYNAMIC_PROBE)
+    assert 1 <= figures["after_warm_up"] < 10
+    assert f"torch.compile compiled {figures['after_warm_up']} graph(s)" in figures["log"]
+    assert figures["late"] == 0
+    assert "(dynamic shapes) compiled nothing during the warm-up" in figures["refused"]
