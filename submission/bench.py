@@ -50,9 +50,8 @@ from .data.prepare import cache_folder, prepare
 from .methods.ema import EMA
 from .methods.loss import LOSSES
 from .methods.progressive_resize import resize_batch, schedule_sides
-from .methods.sgdw import DecoupledSGDW
 from .model import model_from_config
-from .train import autocast_for, grad_scaler, optimizer_step, run_loaders
+from .train import autocast_for, grad_scaler, optimizer_step, recipe_optimizer, run_loaders
 from .warmup import compiled
 
 PROFILE_SCHEMA = 1
@@ -81,6 +80,15 @@ def _first_call(step, device: torch.device) -> float:
     step()
     _sync(device)
     return time.perf_counter() - start
+
+
+def bench_device(config) -> torch.device:
+    """The device a bench times on, with the run's CPU threads and cuDNN setting."""
+    device = torch.device("cuda" if config.device_type == "cuda" else "cpu")
+    if device.type == "cpu":
+        torch.set_num_threads(config.cpu_threads or torch.get_num_threads())
+    torch.backends.cudnn.benchmark = config.cudnn_benchmark
+    return device
 
 
 def _synthetic(batch: int, side: int, classes: int, device: torch.device):
@@ -164,16 +172,12 @@ def loader_setup(config, data) -> dict:
 
 
 def measure(config, steps: int) -> dict:
-    device = torch.device("cuda" if config.device_type == "cuda" else "cpu")
-    if device.type == "cpu":
-        torch.set_num_threads(config.cpu_threads or torch.get_num_threads())
-    torch.backends.cudnn.benchmark = config.cudnn_benchmark
+    device = bench_device(config)
     data = prepare(config)
     figures: dict = {"loader_setup": loader_setup(config, data)}   # first: nothing else running
     classes = data.num_classes
     model = model_from_config(config, classes).to(device)
-    optimizer = DecoupledSGDW(model.parameters(), lr=config.peak_lr, momentum=config.momentum,
-                              weight_decay=config.effective_weight_decay, fused=device.type == "cuda")
+    optimizer = recipe_optimizer(config, model, device)
     loss_fn, autocast = LOSSES[config.loss], autocast_for(config, device)
     scaler = grad_scaler(config, device)
     normalize = loaders.Normalizer(device)

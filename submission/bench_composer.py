@@ -25,14 +25,13 @@ import time
 import torch
 from torch import nn
 
-from .bench import _sync
+from .bench import _sync, bench_device
 from .config import ConfigError
 from .data import loaders
 from .methods.ema import EMA
 from .methods.loss import LOSSES
-from .methods.sgdw import DecoupledSGDW
 from .model import build_model, model_from_config
-from .train import autocast_for, grad_scaler, optimizer_step
+from .train import autocast_for, grad_scaler, optimizer_step, recipe_optimizer
 
 WARM_UP_STEPS = 3               # first steps allocate and pick kernels: not timed
 
@@ -49,8 +48,7 @@ def _batches(config, classes: int, device: torch.device, count: int) -> list:
 def our_mild_step(config, classes: int, device: torch.device, steps: int) -> float:
     """img/s of the training loop's work per step at full size (EMA included)."""
     model = model_from_config(config, classes).to(device)
-    optimizer = DecoupledSGDW(model.parameters(), lr=config.peak_lr, momentum=config.momentum,
-                              weight_decay=config.effective_weight_decay, fused=device.type == "cuda")
+    optimizer = recipe_optimizer(config, model, device)
     ema = (EMA(model, config.ema_half_life_batches, config.ema_update_every_batches)
            if config.ema_half_life_batches > 0 else None)
     loss_fn, autocast = LOSSES[config.loss], autocast_for(config, device)
@@ -142,10 +140,7 @@ def composer_mild_step(config, classes: int, device: torch.device, steps: int) -
 
 
 def comparison(config, classes: int, steps: int) -> dict:
-    device = torch.device("cuda" if config.device_type == "cuda" else "cpu")
-    if device.type == "cpu":
-        torch.set_num_threads(config.cpu_threads or torch.get_num_threads())
-    torch.backends.cudnn.benchmark = config.cudnn_benchmark
+    device = bench_device(config)
     before = our_mild_step(config, classes, device, steps)
     composer_rate, version = composer_mild_step(config, classes, device, steps)
     after = our_mild_step(config, classes, device, steps)

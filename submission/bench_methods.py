@@ -18,13 +18,12 @@ import time
 
 import torch
 
-from .bench import _sync, _synthetic, plain_loop
+from .bench import _sync, _synthetic, bench_device, plain_loop
 from .config import Config
 from .data import loaders
 from .methods.loss import LOSSES
-from .methods.sgdw import DecoupledSGDW
 from .model import model_from_config
-from .train import autocast_for, grad_scaler, optimizer_step
+from .train import autocast_for, grad_scaler, optimizer_step, recipe_optimizer
 
 WARM_UP_STEPS = 3                 # first steps allocate and pick kernels: not timed
 
@@ -44,8 +43,7 @@ def _recipe_step(config, classes: int, device: torch.device, normalize, optimize
         opt = torch.optim.SGD(model.parameters(), lr=config.peak_lr, momentum=config.momentum,
                               weight_decay=config.effective_weight_decay)
     else:
-        opt = DecoupledSGDW(model.parameters(), lr=config.peak_lr, momentum=config.momentum,
-                            weight_decay=config.effective_weight_decay, fused=device.type == "cuda")
+        opt = recipe_optimizer(config, model, device)
     loss_fn, autocast = LOSSES[config.loss], autocast_for(config, device)
     scaler = grad_scaler(config, device)
     return lambda images, labels: optimizer_step(model, opt, scaler, autocast, loss_fn,
@@ -54,10 +52,7 @@ def _recipe_step(config, classes: int, device: torch.device, normalize, optimize
 
 def comparison(config, classes: int, steps: int, rounds: int) -> dict:
     """{row: img/s} for every variant and the plain loop, each its best of `rounds`."""
-    device = torch.device("cuda" if config.device_type == "cuda" else "cpu")
-    if device.type == "cpu":
-        torch.set_num_threads(config.cpu_threads or torch.get_num_threads())
-    torch.backends.cudnn.benchmark = config.cudnn_benchmark
+    device = bench_device(config)
     normalize = loaders.Normalizer(device)
     steps_of = {}
     for row, changes, optimizer in VARIANTS:

@@ -129,6 +129,12 @@ def optimizer_step(net, optimizer, scaler, autocast, loss_fn, images, labels,
     return loss
 
 
+def recipe_optimizer(config: Config, model: torch.nn.Module, device: torch.device) -> DecoupledSGDW:
+    """The recipe's SGDW at this global batch (torch's fused kernel on CUDA)."""
+    return DecoupledSGDW(model.parameters(), lr=config.peak_lr, momentum=config.momentum,
+                         weight_decay=config.effective_weight_decay, fused=device.type == "cuda")
+
+
 def grad_scaler(config: Config, device: torch.device):
     fp16_on_cuda = config.precision == "amp" and config.amp_dtype == "fp16" and device.type == "cuda"
     return torch.amp.GradScaler("cuda") if fp16_on_cuda else None
@@ -230,9 +236,7 @@ def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed:
         from .data.prepare import cache_folder
         net = compiled(net, cache_folder(config), len(train_sides), config.cuda_graphs,
                        config.compile_dynamic)
-    optimizer = DecoupledSGDW(model.parameters(), lr=config.peak_lr, momentum=config.momentum,
-                              weight_decay=config.effective_weight_decay,
-                              fused=ctx.device.type == "cuda")
+    optimizer = recipe_optimizer(config, model, ctx.device)
     loss_fn = LOSSES[config.loss]
     autocast = autocast_for(config, ctx.device)
     scaler = grad_scaler(config, ctx.device)
