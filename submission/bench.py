@@ -417,8 +417,13 @@ def main(argv=None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     options = {"steps": "10", "rounds": "3", "json": "", "sweep": "", "compare": ""}
     for word in list(words):
-        key, _, value = word.partition("=")
+        key, sep, value = word.partition("=")
         if key in options:
+            if not sep:
+                print(f"error: {key} takes a value ({key}=...): the bench's options are "
+                      "steps=N, rounds=N, json=FILE, sweep=loader, compare="
+                      + "|".join(COMPARISONS), file=sys.stderr)
+                return 2
             words.remove(word)
             options[key] = value
     out, sweep, compare = options["json"], options["sweep"], options["compare"]

@@ -96,7 +96,9 @@ def check_launchable(config: Config) -> None:
             problems.append("dataset=imagenet needs data_dir=FOLDER holding train/ and val/ "
                             f"(systems/{config.system_id}.json sets none).")
         elif not Path(config.data_dir).is_dir():
-            problems.append(f"data_dir={config.data_dir} does not exist on this machine.")
+            problems.append(f"data_dir={config.data_dir} "
+                            + ("is a file, not a folder holding train/ and val/."
+                               if Path(config.data_dir).exists() else "does not exist on this machine."))
     if problems:
         raise ConfigError("cannot start this campaign:\n  - " + "\n  - ".join(problems))
 
@@ -109,7 +111,10 @@ def hardware_differences(config: Config) -> list[str]:
     local = "use system=local, which describes this machine as it is"
     problems = []
     if config.device_type == "cuda" and described == 0:
-        problems.append(f"device=cuda, but systems/{config.system_id}.json describes a machine "
+        problems.append("device=cuda, but this machine has no GPU that torch can see "
+                        "(CUDA_VISIBLE_DEVICES, driver); drop device=cuda to train on the CPU"
+                        if config.system_id == "local" else
+                        f"device=cuda, but systems/{config.system_id}.json describes a machine "
                         f"without accelerators; {local}")
     if config.device_type == "cpu" and described > 0:
         problems.append(f"device=cpu, but systems/{config.system_id}.json describes "
@@ -156,6 +161,7 @@ class Lock:
     """One campaign per results folder at a time."""
 
     def __init__(self, folder: Path):
+        self.created_folder = not folder.exists()
         folder.mkdir(parents=True, exist_ok=True)
         self.path = folder / ".lock"
         self.handle = open(self.path, "a+")
@@ -176,6 +182,10 @@ class Lock:
         return self
 
     def __exit__(self, *exc):
+        # a campaign that failed before recording anything leaves no folder behind
+        if self.created_folder and [p.name for p in self.path.parent.iterdir()] == [".lock"]:
+            self.path.unlink()
+            self.path.parent.rmdir()
         fcntl.flock(self.handle, fcntl.LOCK_UN)
         self.handle.close()
 
@@ -431,9 +441,11 @@ def finish_campaign(config: Config) -> int:
         print("[campaign] note: in the open division the official result_summarizer does not "
               "check accuracy and would time the aborted run as if it had converged; "
               "summary.md drops it, as MLPerf scores a run that missed its target")
+    packages = results_root(config) / "package"
     built = package.build_package(results_root(config), [config.system_name], config.org,
-                                  results_root(config) / "package", REPO_ROOT)
-    print(f"[campaign] package: {built.path} ({'passes' if built.passed else 'FAILS'} the MLPerf checkers)")
+                                  packages, REPO_ROOT)
+    print(f"[campaign] package: {built.path} (passes the MLPerf checkers)" if built.passed else
+          "[campaign] package: " + package.failure_text(built, packages / config.org))
     return 0 if (all_reached and built.passed) else 1
 
 

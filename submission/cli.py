@@ -14,7 +14,11 @@
 from __future__ import annotations
 
 import argparse
+import difflib
+import errno
 import json
+import os
+import select
 import sys
 from pathlib import Path
 
@@ -25,6 +29,11 @@ VERBS = ("run", "prepare", "score", "compare", "package", "check", "describe", "
 
 
 def _resolve(words: list[str]):
+    misplaced = [w for w in words if w in VERBS]
+    if misplaced:
+        raise ConfigError(f"{misplaced[0]!r} is a command: it comes first, before the settings "
+                          f"(python -m submission {misplaced[0]} key=value ...); ./run_and_time.sh "
+                          "only runs campaigns")
     return resolve(None, parse_overrides(words))
 
 
@@ -54,13 +63,15 @@ def cmd_score(words: list[str]) -> int:
     from . import score
     parser = argparse.ArgumentParser(prog="python -m submission score")
     parser.add_argument("system_dir", help="results/<system_name>")
-    parser.add_argument("--price", type=float, default=None, help="USD per hour (default: campaign's)")
+    parser.add_argument("--price", type=score.price_argument, default=None,
+                        help="USD per hour (default: campaign's)")
     parser.add_argument("--ruleset", default=score.RULESET,
                         help="ruleset the official compliance checker judges each log by")
     args = parser.parse_args(words)
     folder = Path(args.system_dir)
     if not folder.is_dir():
         raise ConfigError(f"{folder} is not a results folder (expected results/<system_name>)")
+    score.require_result_files(folder)
     from .compliance import known_rulesets
     if args.ruleset not in known_rulesets():
         raise ConfigError(f"unknown ruleset {args.ruleset}: mlperf-logging knows {', '.join(known_rulesets())}")
@@ -72,7 +83,14 @@ def cmd_score(words: list[str]) -> int:
 
 def cmd_compare(words: list[str]) -> int:
     from . import score
+    if len(words) > 1:
+        raise ConfigError(f"compare takes one results folder (default results/), not {' '.join(words)}")
     root = Path(words[0]) if words else REPO_ROOT / "results"
+    if not root.is_dir():
+        raise ConfigError(f"{root} is not a folder: compare takes the results root (results/)")
+    if score.result_files(root):
+        raise ConfigError(f"{root} is one system's results: compare takes the folder above it "
+                          f"({root.parent}); `python -m submission score {root}` scores this one")
     print(score.compare_systems(root))
     return 0
 
@@ -87,10 +105,13 @@ def cmd_package(words: list[str]) -> int:
     args = parser.parse_args(words)
     org = args.org or resolve().org
     results = Path(args.results)
-    built = package.build_package(results, args.system_names, org,
-                                  Path(args.out) if args.out else results / "package", REPO_ROOT)
-    print(f"package: {built.path} ({'passes' if built.passed else 'FAILS'} the MLPerf checkers)")
-    return 0 if built.passed else 1
+    out = Path(args.out) if args.out else results / "package"
+    built = package.build_package(results, args.system_names, org, out, REPO_ROOT)
+    if not built.passed:
+        print("package: " + package.failure_text(built, out / org))
+        return 1
+    print(f"package: {built.path} (passes the MLPerf checkers)")
+    return 0
 
 
 def cmd_check(words: list[str]) -> int:
@@ -101,13 +122,14 @@ def cmd_check(words: list[str]) -> int:
 def cmd_describe(words: list[str]) -> int:
     """The MLPerf system description exactly as a run of these settings writes it."""
     from .campaign import run_description
+    from .compliance import known_rulesets
     from .system_description import for_ruleset
-    ruleset = "2.0.0"
-    if "--ruleset" in words:
-        at = words.index("--ruleset")
-        ruleset = words[at + 1]
-        words = words[:at] + words[at + 2:]
-    print(json.dumps(for_ruleset(run_description(_resolve(words)), ruleset), indent=2))
+    parser = argparse.ArgumentParser(prog="python -m submission describe",
+                                     usage="%(prog)s [system=NAME] [key=value ...] [--ruleset R]")
+    parser.add_argument("--ruleset", default="2.0.0", choices=known_rulesets(),
+                        help="the MLPerf ruleset whose vocabulary the JSON uses (default 2.0.0)")
+    args, words = parser.parse_known_args(words)
+    print(json.dumps(for_ruleset(run_description(_resolve(words)), args.ruleset), indent=2))
     return 0
 
 
@@ -121,13 +143,33 @@ def cmd_report(words: list[str]) -> int:
     return report.main(words)
 
 
+# verbs without an argparse parser of their own: --help prints this module's usage
+MODULE_HELP_VERBS = ("run", "prepare", "compare", "describe", "settings", "project")
+
+
+def _advice(exc: OSError) -> str:
+    """What to do about a failed file operation, by its cause."""
+    if exc.errno == errno.ENOENT:
+        return "Check the path: it does not exist."
+    if exc.errno in (errno.ENOTDIR, errno.EISDIR, errno.EEXIST):
+        return "A file stands where a folder is needed, or a folder where a file is: give another path."
+    return ("Free space or fix the permissions, then run the same command again: complete "
+            "result files are never rewritten, and a package is only put in place once it is whole.")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     verb = argv.pop(0) if argv and argv[0] in VERBS else "run"
-    if argv and argv[0] in ("-h", "--help") and verb == "run":
-        print(__doc__)
-        return 0
     try:
+        if verb in MODULE_HELP_VERBS and set(argv) & {"-h", "--help"}:
+            print(__doc__)
+            return 0
+        if verb == "run" and argv and argv[0] not in VERBS and "=" not in argv[0] \
+                and not argv[0].startswith("-"):
+            close = difflib.get_close_matches(argv[0].lower(), VERBS, n=1)
+            raise ConfigError(f"unknown command {argv[0]!r}" + (f" (did you mean {close[0]}?)" if close else "")
+                              + f". Commands: {', '.join(VERBS)}; `python -m submission --help` "
+                              "says what each does")
         if verb == "settings":
             words = parse_overrides(argv)
             if set(words) - {"recipe"}:
@@ -138,10 +180,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except OSError as exc:      # a full disk, a read-only folder, a file-size limit
-        print(f"error: {exc}. Free space or fix the permissions, then run the same command "
-              "again: complete result files are never rewritten, and a package is only put in "
-              "place once it is whole.", file=sys.stderr)
+    except OSError as exc:
+        if isinstance(exc, BrokenPipeError) and _stdout_is_gone():
+            return 141          # `... | head` stopped reading: not an error of ours
+        print(f"error: {exc}. {_advice(exc)}", file=sys.stderr)
         return 1
     except (ConfigError, ValueError) as exc:   # bad input: the message says what to do
         print(f"error: {exc}", file=sys.stderr)
@@ -152,3 +194,18 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 1
         raise
+
+
+def _stdout_is_gone() -> bool:
+    """True when stdout is a pipe whose reader has gone (poll reports an error on it); stdout
+    then points at /dev/null, so that Python's own flush at exit does not fail again."""
+    try:
+        stdout = sys.stdout.fileno()
+    except (AttributeError, ValueError, OSError):
+        return False
+    poller = select.poll()
+    poller.register(stdout, select.POLLOUT)
+    if not any(events & select.POLLERR for _, events in poller.poll(0)):
+        return False
+    os.dup2(os.open(os.devnull, os.O_WRONLY), stdout)
+    return True

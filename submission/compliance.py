@@ -93,7 +93,8 @@ class CheckError(ValueError):
 
 
 # ---------------------------------------------------------------------------
-def _display(path: Path) -> str:
+def display_path(path: Path) -> str:
+    """path relative to the working folder where it lies below it (as verdicts name targets)."""
     try:
         return str(path.resolve().relative_to(Path.cwd().resolve()))
     except ValueError:
@@ -101,7 +102,7 @@ def _display(path: Path) -> str:
 
 
 def _verdict(target: Path, checker: str, ruleset: str, reasons: list[str]) -> Verdict:
-    return Verdict(_display(target), checker, ruleset, not reasons,
+    return Verdict(display_path(target), checker, ruleset, not reasons,
                    reasons[0] if reasons else "", list(reasons))
 
 

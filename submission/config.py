@@ -14,6 +14,7 @@ import copy
 import difflib
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +128,73 @@ RECIPE_SETTINGS: dict[str, tuple[type, str]] = {
     "amp_dtype": (str, "autocast dtype when precision=amp: fp16 (with a GradScaler) or bf16"),
 }
 
+
+@dataclass(frozen=True)
+class Range:
+    """The numbers a setting admits: low and/or high, each end closed unless marked open."""
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+
+    def admits(self, value: float) -> bool:
+        return ((self.low is None or (value > self.low if self.low_open else value >= self.low))
+                and (self.high is None or (value < self.high if self.high_open else value <= self.high)))
+
+    def __str__(self) -> str:
+        def number(value: float) -> str:
+            return str(int(value)) if float(value).is_integer() else f"{value:g}"
+        if self.high is None:
+            return f"{'above' if self.low_open else 'at least'} {number(self.low)}"
+        return (f"in {'(' if self.low_open else '['}{number(self.low)}, "
+                f"{number(self.high)}{')' if self.high_open else ']'}")
+
+
+AT_LEAST_0, AT_LEAST_1, ABOVE_0 = Range(0), Range(1), Range(0, low_open=True)
+FRACTION = Range(0, 1)
+
+# What each number setting admits and the words each text setting takes, checked by
+# `validate` before anything starts (a value out of range would fail mid-run, or hang
+# FFCV's writer, or silently spoil runs). Ranges that tie two settings are in `validate`.
+RANGES: dict[str, Range] = {
+    "runs": AT_LEAST_1, "batch_per_device": AT_LEAST_1, "workers_per_device": AT_LEAST_1,
+    "procs_per_node": AT_LEAST_0, "nodes": AT_LEAST_0, "node_rank": AT_LEAST_0,
+    "master_port": Range(1, 65535), "cpu_threads": AT_LEAST_0, "eval_batch_size": AT_LEAST_0,
+    "progress_every_steps": AT_LEAST_1, "max_run_minutes": AT_LEAST_0,
+    "train_limit": AT_LEAST_0, "eval_limit": AT_LEAST_0, "write_max_resolution": AT_LEAST_1,
+    "write_jpeg_quality": Range(1, 100), "write_compress_probability": FRACTION,
+    "price_usd_per_hour": AT_LEAST_0,
+    "label_smoothing": Range(0, 1, high_open=True), "target_accuracy": Range(0, 1, low_open=True),
+    "ema_half_life_batches": AT_LEAST_0, "ema_update_every_batches": AT_LEAST_1,
+    "resize_multiple": AT_LEAST_1, "train_resolution": AT_LEAST_1, "eval_resolution": AT_LEAST_1,
+    "eval_resize": AT_LEAST_1, "crop_scale_min": Range(0, 1, low_open=True), "lr": ABOVE_0,
+    "lr_reference_batch": AT_LEAST_1, "momentum": Range(0, 1, high_open=True),
+    "weight_decay": Range(0, 1, high_open=True), "epochs": ABOVE_0, "scale_schedule_ratio": ABOVE_0,
+    "warmup_epochs": AT_LEAST_0, "eval_every_epochs": ABOVE_0,
+}
+CHOICES: dict[str, tuple[str, ...]] = {
+    "dataset": ("imagenet", "fashion-mnist"),       # `auto` is decided by `resolve`
+    "device": ("", "cuda", "cpu"),
+    "write_mode": ("raw", "jpg", "proportion", "smart"),
+    "init_conv": ("kaiming_normal", "torchvision"), "init_bn_gamma": ("uniform", "ones"),
+    "logit_bias_init": ("log_prior", "zeros"), "loss": ("bce", "cross_entropy"),
+    "resize_granularity": ("epoch", "step"), "resize_mode": ("nearest", "bilinear", "area"),
+    "optimizer": ("sgdw",), "precision": ("amp", "fp32"), "amp_dtype": ("bf16", "fp16"),
+}
+# Seeds reach numpy's and FFCV's generators, which take unsigned 32-bit seeds.
+SEED_RANGE = Range(0, 2**32, high_open=True)
+
+
+def folder_name_problem(what: str, name: str) -> str | None:
+    """Why `name` cannot be one folder's name (org, system_name), or None."""
+    if not name or name.strip() != name or name.startswith(".") or any(c in name for c in "/\\"):
+        return (f"{what} {name!r} names a folder: it must not be empty, start with a dot or a "
+                "space, end with a space, or hold a slash")
+    if len(name) > 100:
+        return f"{what} is {len(name)} characters long; a folder name of at most 100 is needed"
+    return None
+
+
 MLPERF_REQUIRED_FIELDS = (
     "submitter", "division", "status", "system_name", "number_of_nodes",
     "host_processors_per_node", "host_processor_model_name", "host_processor_core_count",
@@ -218,7 +286,12 @@ class Config:
 
     @property
     def seed_list(self) -> list[int]:
-        return [int(s) for s in str(self.seeds).split(",") if s.strip()]
+        words = [word.strip() for word in str(self.seeds).split(",") if word.strip()]
+        bad = [w for w in words if not (w.isascii() and w.isdigit()) or not SEED_RANGE.admits(int(w))]
+        if bad:
+            raise ConfigError(f"seeds={self.seeds!r}: not seeds: {', '.join(bad)}; seeds are "
+                              f"whole numbers {SEED_RANGE}, comma-separated (seeds=1,2,3,4,5)")
+        return [int(w) for w in words]
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Config":
@@ -259,7 +332,40 @@ def load_descriptor(system: str) -> dict[str, Any]:
     missing = [f for f in MLPERF_REQUIRED_FIELDS if f not in descriptor]
     if missing:
         raise ConfigError(f"{path} lacks MLPerf system-description fields: {', '.join(missing)}")
+    problems = _descriptor_problems(descriptor)
+    if problems:
+        raise ConfigError(f"{path}: " + "; ".join(problems) + ". Fix the file and run again")
     return descriptor
+
+
+def _descriptor_problems(descriptor: dict[str, Any]) -> list[str]:
+    """The fields the harness computes with, or that a checker would refuse, checked."""
+    from .system_description import STATUS_2X, STATUS_4X
+    problems = []
+    if not isinstance(descriptor.get("harness", {}), dict):
+        problems.append('"harness" must be an object of settings ({"key": value, ...})')
+    if not _is_count(descriptor["number_of_nodes"], lowest=1):
+        problems.append(f'"number_of_nodes" must be a whole number of at least 1, '
+                        f'not {descriptor["number_of_nodes"]!r}')
+    accelerators = descriptor["accelerators_per_node"]
+    if accelerators != "" and not _is_count(accelerators, lowest=0):
+        problems.append(f'"accelerators_per_node" must be a whole number, or empty to read it '
+                        f"from this machine, not {accelerators!r}")
+    if descriptor["status"] not in {**STATUS_4X, **STATUS_2X}:
+        problems.append(f'"status" {descriptor["status"]!r} is not one of '
+                        f"{', '.join(repr(s) for s in STATUS_4X)} (or the 4.x wording)")
+    if descriptor["division"] not in ("open", "closed"):
+        problems.append(f'"division" must be "open" or "closed", not {descriptor["division"]!r}')
+    return problems
+
+
+def _is_count(value: Any, lowest: int) -> bool:
+    """A whole number >= lowest, as a JSON number or a string of digits."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, str):
+        return value.strip().isascii() and value.strip().isdigit() and int(value) >= lowest
+    return isinstance(value, int) and value >= lowest
 
 
 def load_recipe(name: str) -> dict[str, Any]:
@@ -337,6 +443,12 @@ def _apply(settings: dict[str, Any], updates: dict[str, Any], origin: str,
                               "`python -m submission settings` lists them all.")
         kind = RECIPE_SETTINGS[key][0] if key in RECIPE_SETTINGS else type(HARNESS_SETTINGS[key][0])
         settings[key] = _coerce(key, raw, kind, origin)
+    if "price_usd_per_hour" in updates:
+        # a price must not carry the source and date of one given elsewhere (30 USD on the
+        # command line is not the descriptor's list price): its source is where it was given
+        for key, value in (("price_source", origin), ("price_date", "")):
+            if key not in updates:
+                settings[key], origins[key] = value, origin
 
 
 def resolve(system: str | None = None, overrides: dict[str, str] | None = None) -> Config:
@@ -397,24 +509,32 @@ def describe_machine(description: dict[str, Any]) -> dict[str, Any]:
 
 def validate(config: Config) -> None:
     """Reject settings that cannot produce a meaningful run, before anything starts."""
-    problems = []
-    if config.runs < 1:
-        problems.append("runs must be at least 1")
+    problems = [f"{key}={config.settings[key]!r} must be {bound} ({config.origin(key)})"
+                for key, bound in RANGES.items() if not bound.admits(config.settings[key])]
+    problems += [f"{key} must be one of {', '.join(c for c in choices if c)}"
+                 f"{' (or empty)' if '' in choices else ''}, not {config.settings[key]!r} "
+                 f"({config.origin(key)})"
+                 for key, choices in CHOICES.items() if config.settings[key] not in choices]
+    for what, name, origin in (
+            ("org", config.org, config.origin("org")),
+            ("system_name", config.description["system_name"], f"systems/{config.system_id}.json")):
+        problem = folder_name_problem(what, str(name))
+        if problem:
+            problems.append(f"{problem} ({origin})")
+    for key in ("results_dir", "cache_dir"):
+        if not config.settings[key].strip():
+            problems.append(f"{key} is empty: name a folder (default {HARNESS_SETTINGS[key][0]!r})")
+    if problems:       # the checks below combine these values
+        raise ConfigError("invalid configuration:\n  - " + "\n  - ".join(problems))
     seeds = config.seed_list
     if seeds and len(seeds) != config.runs:
         problems.append(f"seeds lists {len(seeds)} seeds for runs={config.runs}: give one per run")
     if len(set(seeds)) != len(seeds):
         problems.append("seeds must be distinct (MLPerf: each run uses a different seed)")
-    if config.batch_per_device < 1:
-        problems.append("batch_per_device must be at least 1")
-    if not 0 <= config.label_smoothing < 1:
-        problems.append("label_smoothing must be in [0, 1)")
-    if not 0 < config.target_accuracy <= 1:
-        problems.append("target_accuracy is a top-1 fraction in (0, 1]")
-    if config.train_epochs <= 0 or config.eval_every_epochs <= 0:
-        problems.append("epochs x scale_schedule_ratio (truncated to whole epochs when "
-                        "whole_epochs=true) and eval_every_epochs must be positive")
-    if config.warmup_train_epochs >= config.train_epochs:
+    if config.train_epochs <= 0:
+        problems.append("epochs x scale_schedule_ratio, truncated to whole epochs "
+                        "(whole_epochs=true), is 0: raise epochs or set whole_epochs=false")
+    elif config.warmup_train_epochs >= config.train_epochs:
         problems.append(f"warmup ({config.warmup_train_epochs:g} epochs) must be shorter than "
                         f"training ({config.train_epochs:g} epochs)")
     if config.progressive_resize and not (
@@ -422,16 +542,6 @@ def validate(config: Config) -> None:
             and 0 <= config.resize_start_fraction <= config.resize_finish_fraction <= 1):
         problems.append("progressive resizing needs 0 < resize_initial_scale <= 1 and "
                         "0 <= resize_start_fraction <= resize_finish_fraction <= 1")
-    if config.resize_granularity not in ("epoch", "step"):
-        problems.append(f"resize_granularity must be epoch or step, not {config.resize_granularity!r}")
-    if config.resize_mode not in ("nearest", "bilinear", "area"):
-        problems.append(f"resize_mode must be nearest, bilinear or area, not {config.resize_mode!r}")
-    if config.loss not in ("bce", "cross_entropy"):
-        problems.append(f"loss must be bce or cross_entropy, not {config.loss!r}")
-    if config.precision not in ("amp", "fp32"):
-        problems.append(f"precision must be amp or fp32, not {config.precision!r}")
-    if config.amp_dtype not in ("bf16", "fp16"):
-        problems.append(f"amp_dtype must be bf16 or fp16, not {config.amp_dtype!r}")
     accelerator = str(config.description.get("accelerator_model_name", ""))
     if (config.precision == "amp" and config.amp_dtype == "bf16" and config.device_type == "cuda"
             and "V100" in accelerator.upper()):
@@ -449,14 +559,11 @@ def validate(config: Config) -> None:
         problems.append(f"cuda_graphs=true with {config.world_size} processes: CUDA graphs around "
                         "DDP's all-reduce were never measured by this harness; use cuda_graphs=false "
                         "(compile=true alone works with several processes)")
-    if config.dataset not in ("imagenet", "fashion-mnist"):
-        problems.append(f"dataset must be imagenet, fashion-mnist or auto, not {config.dataset!r}")
-    if config.device_type not in ("cuda", "cpu"):
-        problems.append(f"device must be cuda or cpu, not {config.device_type!r}")
     if config.eval_resize < config.eval_resolution:
         problems.append("eval_resize must be at least eval_resolution (resize, then center-crop)")
-    if not 0 <= config.node_rank < config.num_nodes:
-        problems.append(f"node_rank={config.node_rank} is outside 0..{config.num_nodes - 1}")
+    if config.node_rank >= config.num_nodes:
+        problems.append(f"node_rank={config.node_rank} is outside 0..{config.num_nodes - 1} "
+                        f"({config.num_nodes} node(s))")
     if problems:
         raise ConfigError("invalid configuration:\n  - " + "\n  - ".join(problems))
 
@@ -468,11 +575,21 @@ def describe_settings(recipe_name: str | None = None) -> str:
     recipe = load_recipe(recipe_name)
     lines = [f"Recipe settings (submission/recipes/{recipe_name}.yaml, with their published sources "
              "in its comments):"]
-    lines += [f"  {key} = {recipe[key]!r}  -- {meaning}" for key, (_, meaning) in RECIPE_SETTINGS.items()]
+    lines += [f"  {key} = {recipe[key]!r}  -- {meaning}{_admits(key)}"
+              for key, (_, meaning) in RECIPE_SETTINGS.items()]
     lines += ["\nDerived from them:"] + _derived_schedule(Config(recipe_name, recipe, {}))
     lines.append("\nHarness settings:")
-    lines += [f"  {key} = {default!r}  -- {meaning}" for key, (default, meaning) in HARNESS_SETTINGS.items()]
+    lines += [f"  {key} = {default!r}  -- {meaning}{_admits(key)}"
+              for key, (default, meaning) in HARNESS_SETTINGS.items()]
     return "\n".join(lines)
+
+
+def _admits(key: str) -> str:
+    if key in RANGES:
+        return f"; {RANGES[key]}"
+    if key in CHOICES:
+        return f"; one of {', '.join(c for c in CHOICES[key] if c)}"
+    return ""
 
 
 def _derived_schedule(config: Config) -> list[str]:

@@ -5,13 +5,16 @@
       benchmarks/resnet/implementations/pytorch-<recipe>/  the code, resolved configs, README
       results/<system_name>/resnet/result_0.txt ...      the result files, byte for byte
 
-The package is built in a temporary folder next to its destination and renamed into
-place, so a failed build never leaves a half package; an existing <org>/ is moved
-aside first and deleted only once the new one is in place. The built package is then
-checked with submission.compliance (the MLPerf package checker and friends).
+The package is built in a hidden folder next to its destination and checked there with
+submission.compliance (the MLPerf package checker and friends). Only a package that
+passes is renamed into place: an existing <org>/ is moved aside first and deleted once
+the new one is there (with the <org>.failed-* folders of earlier builds). One that fails
+is renamed <org>.failed-<stamp>-<pid>/ for inspection, and <org>/ is left as it was; a
+build that stops part-way leaves nothing.
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import importlib.metadata
 import json
@@ -22,6 +25,8 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from .config import folder_name_problem
 
 BENCHMARK = "resnet"
 PACKAGE_RULESET = "2.0.0"        # the round of the recipe: system files use its vocabulary
@@ -42,9 +47,10 @@ def build_package(results_dir: Path, system_names: list[str], org: str, out_root
                   repo_root: Path) -> PackageResult:
     """Build out_root/<org>/ from results_dir/<system_name>/ for each system; check it."""
     results_dir, out_root, repo_root = Path(results_dir), Path(out_root), Path(repo_root)
-    if not org or org.strip() != org or any(c in org for c in "/\\") or org.startswith("."):
-        raise ValueError(f"cannot package for org {org!r}: the organisation names a folder "
-                         "(no slashes, no leading dot or spaces); set org=<name>")
+    problem = folder_name_problem("org", org)
+    if problem:
+        raise ValueError(f"cannot package: {problem}; give another with --org NAME "
+                         "(a campaign's setting org=NAME)")
     if not system_names:
         raise ValueError("no system to package: name at least one results/<system_name> folder")
     systems = [_load_system(results_dir, name, org) for name in dict.fromkeys(system_names)]
@@ -52,28 +58,59 @@ def build_package(results_dir: Path, system_names: list[str], org: str, out_root
     out_root.mkdir(parents=True, exist_ok=True)
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     final = out_root / org
-    building = out_root / f".{org}.building-{stamp}-{os.getpid()}"
+    candidate = out_root / f".{org}.building-{stamp}-{os.getpid()}"
     try:
-        _assemble(building / org, systems, org, repo_root)
-        old = None
-        if final.exists() or final.is_symlink():
-            old = out_root / f"{org}.old-{stamp}"
-            final.rename(old)
-        try:
-            (building / org).rename(final)
-        except BaseException:
-            if old is not None:
-                old.rename(final)
-            raise
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    finally:
-        shutil.rmtree(building, ignore_errors=True)
+        _assemble(candidate, systems, org, repo_root)
+        from .compliance import check_path
+        verdicts = list(check_path(candidate))
+    except BaseException:
+        shutil.rmtree(candidate, ignore_errors=True)
+        raise
+    if not (verdicts and all(v.ok for v in verdicts)):
+        # kept for inspection beside <org>/, which stays as it was
+        failed = out_root / f"{org}.failed-{stamp}-{os.getpid()}"
+        candidate.rename(failed)
+        return PackageResult(path=failed, verdicts=_moved(verdicts, candidate, failed), passed=False)
+    _put_in_place(candidate, final, out_root / f"{org}.old-{stamp}")
+    for earlier in out_root.glob(f"{org}.failed-*"):    # superseded by a package that passes
+        shutil.rmtree(earlier, ignore_errors=True)
+    return PackageResult(path=final, verdicts=_moved(verdicts, candidate, final), passed=True)
 
-    from .compliance import check_path
-    verdicts = list(check_path(final))
-    return PackageResult(path=final, verdicts=verdicts,
-                         passed=bool(verdicts) and all(v.ok for v in verdicts))
+
+def _put_in_place(new: Path, final: Path, aside: Path) -> None:
+    """new -> final; an existing final is moved aside first and deleted once new is there."""
+    old = None
+    if final.exists() or final.is_symlink():
+        old = aside
+        final.rename(old)
+    try:
+        new.rename(final)
+    except BaseException:
+        if old is not None:
+            old.rename(final)
+        shutil.rmtree(new, ignore_errors=True)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _moved(verdicts: list, checked: Path, now: Path) -> list:
+    """The verdicts of the package checked at `checked`, naming its files where it lies `now`."""
+    from .compliance import display_path
+
+    def target(verdict) -> str:
+        return display_path(now / Path(verdict.target).resolve().relative_to(checked.resolve()))
+    return [dataclasses.replace(v, target=target(v)) for v in verdicts]
+
+
+def failure_text(result: PackageResult, final: Path) -> str:
+    """Where a package that fails the checkers was left, and the checkers' verdicts."""
+    from .compliance import format_table
+    place = (f"the package at {final} is left as it was" if final.exists() else
+             f"nothing was put at {final}")
+    return (f"the new package FAILS the MLPerf checkers: it is kept for inspection at "
+            f"{result.path} (delete it when done); {place}. The checkers' verdicts:\n"
+            + format_table(result.verdicts, verbose=True))
 
 
 # ---------------------------------------------------------------------------
@@ -106,7 +143,9 @@ def _load_system(results_dir: Path, name: str, org: str) -> _System:
 
     folder = results_dir / name
     if not name or Path(name).name != name or name.startswith("."):
-        raise ValueError(f"{name!r} is not a system name (a folder directly under {results_dir})")
+        hint = (f"; for {name}, pass --results {Path(name).parent} {Path(name).name}"
+                if Path(name).name and not Path(name).name.startswith(".") else "")
+        raise ValueError(f"{name!r} is not a system name (a folder directly under {results_dir}){hint}")
     if not folder.is_dir():
         raise ValueError(f"cannot package system {name!r}: no results folder {folder}")
     results = result_files(folder)
@@ -128,7 +167,8 @@ def _load_system(results_dir: Path, name: str, org: str) -> _System:
     problems = []
     if logged.get("submission_org") not in (None, org):
         problems.append(f"the runs were logged for org {logged['submission_org']!r}, "
-                        f"not {org!r} (package with org={logged['submission_org']})")
+                        f"not {org!r} (package them with --org {logged['submission_org']}; "
+                        f"a campaign's setting org={logged['submission_org']})")
     if logged.get("submission_platform") not in (None, name):
         problems.append(f"the runs were logged for platform {logged['submission_platform']!r}, "
                         f"but their folder is {name!r}")

@@ -20,6 +20,7 @@ target at their last evaluations) and every assumption is printed with the figur
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,14 +95,71 @@ def load_profile(path: Path, system: str) -> dict[str, Any]:
         raise ProfileError(f"profile {path} does not exist; " + BENCH_HINT.format(system=system)) from None
     except json.JSONDecodeError as exc:
         raise ProfileError(f"profile {path} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    except (OSError, UnicodeDecodeError) as exc:     # a folder, no permission, a binary file
+        raise ProfileError(f"profile {path} cannot be read as a JSON text file "
+                           f"({type(exc).__name__}: {exc}); " + BENCH_HINT.format(system=system)) from None
     if not isinstance(profile, dict) or profile.get("schema") != SCHEMA:
         raise ProfileError(f"profile {path} is not a schema-{SCHEMA} bench profile "
                            f"(schema: {profile.get('schema') if isinstance(profile, dict) else None!r})")
-    missing = [key for key in ("measured", "settings", "train_step", "eval_img_per_s", "loader")
-               if key not in profile]
-    if missing:
-        raise ProfileError(f"profile {path} lacks {', '.join(missing)}; " + BENCH_HINT.format(system=system))
+    problems = profile_problems(profile)
+    if problems:
+        raise ProfileError(f"profile {path} is not a bench profile the projection can use: "
+                           f"{'; '.join(problems)}; " + BENCH_HINT.format(system=system))
     return profile
+
+
+_ABSENT = object()
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+_OBJECT = (lambda v: isinstance(v, dict), "an object")
+_RATE = (lambda v: _is_number(v) and v > 0, "a number of images per second > 0")
+_COUNT = (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "a whole number >= 1")
+_SECONDS = (lambda v: _is_number(v) and v >= 0, "a number of seconds >= 0")
+
+
+def profile_problems(profile: dict[str, Any]) -> list[str]:
+    """Each field the projection reads that is not of the type and range the bench writes."""
+    def at(name: str) -> Any:
+        value: Any = profile
+        for key in name.split("."):
+            value = value.get(key, _ABSENT) if isinstance(value, dict) else _ABSENT
+        return value
+
+    steps = at("train_step")
+    sides = list(steps) if isinstance(steps, dict) else []
+    # (field, kind, needed): fields not needed are left out by older profiles, and the
+    # projection then counts no such set-up; a probe it reads needs both its figures
+    fields = [("measured", _OBJECT, True), ("settings", _OBJECT, True),
+              ("train_step", _OBJECT, True), ("eval_img_per_s", _RATE, True),
+              ("loader", _OBJECT, True), ("loader.img_per_s", _RATE, True),
+              ("loader.threads", _COUNT, True), ("setup_s", _OBJECT, False),
+              ("setup_s.in_run_first_epoch_extra", _SECONDS, False),
+              ("setup_s.first_eval_extra", _SECONDS, False), ("loader_setup_s", _OBJECT, False)]
+    for side in sides:
+        fields += [(f"train_step.{side}", _OBJECT, True), (f"train_step.{side}.img_per_s", _RATE, True),
+                   (f"train_step.{side}.first_step_s", _SECONDS, False)]
+    for probe in ("cold", "warm"):
+        fields += [(f"loader_setup_s.{probe}", _OBJECT, at("loader_setup_s") not in (_ABSENT, None))]
+        fields += [(f"loader_setup_s.{probe}.{key}", _SECONDS, True)
+                   for key in ("train_first_batch_s", "val_first_pass_s")]
+    problems = [f"train_step side {side!r} is not a whole number of px" for side in sides
+                if not side.isdigit()]
+    skip_below: list[str] = []      # fields reported, or optional and absent: not their parts
+    for name, (ok, what), needed in fields:
+        value = at(name)
+        if any(name.startswith(f"{parent}.") for parent in skip_below) or (
+                not needed and value in (_ABSENT, None)):
+            skip_below.append(name)
+            continue
+        if value is _ABSENT or not ok(value):
+            skip_below.append(name)
+            problems.append(f"{name} is {'missing' if value is _ABSENT else json.dumps(value)}, "
+                            f"not {what}")
+    return problems
 
 
 def dataset_images(config: Config) -> tuple[int, int]:

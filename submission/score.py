@@ -18,8 +18,10 @@ as if it had converged; here it is dropped.
 """
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
+import math
 import re
 import statistics
 from dataclasses import dataclass, field
@@ -92,6 +94,34 @@ def result_files(system_dir: Path) -> list[Path]:
     found = [(int(m.group(1)), p) for p in folder.iterdir()
              if p.is_file() and (m := _RESULT_NAME.match(p.name))]
     return [p for _, p in sorted(found)]
+
+
+def require_result_files(system_dir: Path) -> list[Path]:
+    """result_files(system_dir), or a ValueError saying which folder to give instead."""
+    system_dir = Path(system_dir)
+    files = result_files(system_dir)
+    if files:
+        return files
+    hint = "give a results/<system_name> folder"
+    if system_dir.name == BENCHMARK and result_files(system_dir.parent):
+        hint = f"give the folder above it, {system_dir.parent}"
+    elif systems := sorted(d.name for d in system_dir.glob("*/") if result_files(d)):
+        hint = (f"it holds the systems {', '.join(systems)}: give one of them, "
+                f"e.g. {system_dir / systems[0]}")
+    raise ValueError(f"{system_dir} holds no {BENCHMARK}/result_*.txt: {hint}")
+
+
+def price_argument(text: str) -> float:
+    """--price USD_PER_HOUR of score and report: a finite number >= 0 (0: campaign.json's)."""
+    try:
+        price = float(text)
+    except ValueError:
+        price = math.nan
+    if not (math.isfinite(price) and price >= 0):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a price: give the whole system's USD per hour, a finite number "
+            ">= 0 (0: campaign.json's price)")
+    return price
 
 
 def read_run(path: Path, price_usd_per_hour: float = 0.0, ruleset: str = RULESET) -> RunResult:
@@ -268,18 +298,23 @@ def write_summary(system_dir: Path, summary: Summary) -> tuple[Path, Path]:
 def compare_systems(results_dir: Path, prices: dict[str, float] | None = None) -> str:
     """Markdown table over every results/<system_name>/ with result files or a summary.
     prices: USD per hour by folder name, used instead of campaign.json's price."""
-    rows = []
+    from .campaign import CampaignError
+    rows, unreadable = [], []
     for system_dir in sorted(p for p in Path(results_dir).iterdir() if p.is_dir()):
-        if result_files(system_dir):
-            data = summarize(system_dir, (prices or {}).get(system_dir.name)).to_dict()
-        elif (system_dir / "summary.json").is_file():
-            try:
-                data = json.loads((system_dir / "summary.json").read_text())
-            except json.JSONDecodeError:
+        try:
+            if result_files(system_dir):
+                data = summarize(system_dir, (prices or {}).get(system_dir.name)).to_dict()
+            elif (system_dir / "summary.json").is_file():
+                try:
+                    data = json.loads((system_dir / "summary.json").read_text())
+                except json.JSONDecodeError:
+                    continue
+            else:
                 continue
-        else:
+            campaign = read_campaign(system_dir)
+        except CampaignError:       # one damaged system must not hide the others
+            unreadable.append(system_dir)
             continue
-        campaign = read_campaign(system_dir)
         short = campaign.get("system")
         name = system_dir.name + (f" ({short})" if short and short != system_dir.name else "")
         rows.append("| " + " | ".join([
@@ -297,6 +332,9 @@ def compare_systems(results_dir: Path, prices: dict[str, float] | None = None) -
               "write-up's training throughput, not run_start→run_stop); their sources:", ""] + notes
     if not rows:
         header.insert(2, "No system has results here yet; published figures only.\n")
+    if unreadable:
+        footer += ["", "Left out, their campaign.json cannot be read (`python -m submission score "
+                   "FOLDER` says why): " + ", ".join(str(d) for d in unreadable)]
     return "\n".join(header + rows + published_rows + footer) + "\n"
 
 
@@ -322,12 +360,14 @@ def write_comparison(results_dir: Path) -> Path:
 
 # ---------------------------------------------------------------------------
 def read_campaign(system_dir: Path) -> dict[str, Any]:
-    """system_dir/campaign.json, or {} when there is none (foreign logs) or it is unreadable."""
+    """system_dir/campaign.json, or {} when there is none (foreign logs); a damaged one is
+    an error (campaign.CampaignError), never read as missing: its price and target count."""
+    from .campaign import read_json
+
     path = Path(system_dir) / "campaign.json"
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
+    if not path.is_file():
         return {}
+    data = read_json(path)
     return data if isinstance(data, dict) else {}
 
 

@@ -1,4 +1,6 @@
 """Configuration: recipe + system descriptor + key=value overrides."""
+import json
+
 import pytest
 
 from submission import config
@@ -113,7 +115,27 @@ def test_overrides_are_typed_and_the_command_line_wins():
     ({"warmup_epochs": "50", "epochs": "10", "scale_schedule_ratio": "1"}, "warmup"),
     ({"recipe": "spicy"}, "unknown recipe 'spicy'"),
     ({"system": "p5"}, "unknown system 'p5'"),
-    ({"loss": "hinge"}, "loss must be bce or cross_entropy"),
+    ({"loss": "hinge"}, "loss must be one of bce, cross_entropy, not 'hinge'"),
+    ({"write_mode": "foo"}, "write_mode must be one of raw, jpg, proportion, smart"),
+    ({"init_conv": "xavier"}, "init_conv must be one of kaiming_normal, torchvision"),
+    ({"device": "gpu"}, r"device must be one of cuda, cpu \(or empty\)"),
+    ({"lr": "-1"}, r"lr=-1.0 must be above 0 \(the command line\)"),
+    ({"lr_reference_batch": "0"}, "lr_reference_batch=0 must be at least 1"),
+    ({"momentum": "1.5"}, r"momentum=1.5 must be in \[0, 1\)"),
+    ({"crop_scale_min": "2"}, r"crop_scale_min=2.0 must be in \(0, 1\]"),
+    ({"progress_every_steps": "0"}, "progress_every_steps=0 must be at least 1"),
+    ({"max_run_minutes": "-1"}, "max_run_minutes=-1.0 must be at least 0"),
+    ({"master_port": "99999"}, r"master_port=99999 must be in \[1, 65535\]"),
+    ({"write_jpeg_quality": "200"}, r"write_jpeg_quality=200 must be in \[1, 100\]"),
+    ({"write_compress_probability": "2"}, r"write_compress_probability=2.0 must be in \[0, 1\]"),
+    ({"price_usd_per_hour": "-10"}, "price_usd_per_hour=-10.0 must be at least 0"),
+    ({"nodes": "-2"}, "nodes=-2 must be at least 0"),
+    ({"org": "Acme/Labs"}, "org 'Acme/Labs' names a folder"),
+    ({"org": ""}, "org '' names a folder"),
+    ({"org": "x" * 101}, "org is 101 characters long"),
+    ({"results_dir": ""}, "results_dir is empty: name a folder"),
+    ({"seeds": "a,b", "runs": "2"}, "not seeds: a, b"),
+    ({"seeds": "1,4294967296", "runs": "2"}, r"not seeds: 4294967296; seeds are whole numbers in \[0, 4294967296\)"),
     ({"cuda_graphs": "true"}, "cuda_graphs=true needs compile=true and device cuda"),
     ({"compile_dynamic": "true"}, "compile_dynamic=true needs compile=true"),
     ({"cudnn_benchmark": "true"}, "cudnn_benchmark=true on device cpu"),
@@ -121,6 +143,52 @@ def test_overrides_are_typed_and_the_command_line_wins():
 def test_bad_input_is_rejected_with_a_reason(overrides, message):
     with pytest.raises(ConfigError, match=message):
         resolve("cpu", overrides)
+
+
+def test_every_range_and_choice_names_a_real_setting_and_admits_the_published_recipes():
+    from submission.config import CHOICES, HARNESS_SETTINGS, RANGES, RECIPE_SETTINGS
+    assert set(RANGES) | set(CHOICES) <= set(HARNESS_SETTINGS) | set(RECIPE_SETTINGS)
+    for recipe in ("mild", "baseline"):
+        for system in config.available_systems():
+            resolve(system, {"recipe": recipe})       # raises if a published value is refused
+    resolve("cpu", {"dataset": "fashion-mnist"})      # the embedded campaign's values too
+
+
+def test_every_problem_is_reported_at_once():
+    with pytest.raises(ConfigError) as caught:
+        resolve("cpu", {"lr": "0", "momentum": "-0.1", "write_mode": "big"})
+    assert all(word in str(caught.value) for word in ("lr=0.0", "momentum=-0.1", "write_mode"))
+
+
+def test_a_price_given_on_the_command_line_does_not_keep_the_descriptors_source():
+    listed = resolve("p4d", {})
+    assert listed.price_usd_per_hour > 0 and "AWS" in listed.price_source and listed.price_date
+    own = resolve("p4d", {"price_usd_per_hour": "30"})
+    assert (own.price_usd_per_hour, own.price_source, own.price_date) == (30.0, "the command line", "")
+    sourced = resolve("p4d", {"price_usd_per_hour": "30", "price_source": "our contract"})
+    assert sourced.price_source == "our contract" and sourced.price_date == ""
+    dated = resolve("p4d", {"price_date": "2024-05", "price_source": "re-checked"})
+    assert (dated.price_usd_per_hour, dated.price_source, dated.price_date) == (
+        listed.price_usd_per_hour, "re-checked", "2024-05")
+
+
+@pytest.mark.parametrize("edit, message", [
+    ({"harness": [1]}, '"harness" must be an object'),
+    ({"number_of_nodes": "two"}, '"number_of_nodes" must be a whole number of at least 1'),
+    ({"accelerators_per_node": -1}, '"accelerators_per_node" must be a whole number'),
+    ({"status": "available"}, '"status" \'available\' is not one of'),
+    ({"division": "closedish"}, '"division" must be "open" or "closed"'),
+    ({"system_name": "my/box"}, "system_name 'my/box' names a folder"),
+])
+def test_a_broken_descriptor_is_refused_naming_the_file_and_field(monkeypatch, tmp_path, edit, message):
+    from submission import config as config_module
+    for path in config_module.SYSTEMS_DIR.glob("*.json"):
+        (tmp_path / path.name).write_text(path.read_text())
+    descriptor = json.loads((tmp_path / "p4d.json").read_text())
+    (tmp_path / "broken.json").write_text(json.dumps({**descriptor, **edit}))
+    monkeypatch.setattr(config_module, "SYSTEMS_DIR", tmp_path)
+    with pytest.raises(ConfigError, match=message):
+        resolve("broken", {})
 
 
 def test_cuda_graphs_are_refused_around_ddp():

@@ -651,3 +651,193 @@ def test_images_too_small_for_the_pipeline_are_refused_then_skippable(tmp_path):
     labels, _ = read_val(data.val_path, data.eval_samples, resolution=cfg.eval_resolution,
                          resize=cfg.eval_resize)
     assert len(labels) == 7
+
+
+# ---------------------------------------------------------------- 7. traps of real folders
+def zero_fill_keeping_size_and_mtime(path: Path) -> None:
+    stat = path.stat()
+    path.write_bytes(bytes(stat.st_size))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+@pytest.mark.timeout(120)
+def test_an_image_changed_after_its_check_fails_the_write_instead_of_hanging(tmp_path):
+    """The check remembers verdicts by size and mtime: an image broken while keeping both
+    reaches FFCV's writer, whose worker used to die on it and leave the writer waiting."""
+    root, cache = tmp_path / "d", tmp_path / "cache"
+    make_nested(root)
+    prepare(config(root, cache))
+    victim = sorted((root / "train" / "dog").glob("*.JPEG"))[0]
+    zero_fill_keeping_size_and_mtime(victim)
+    message = error_of(config(root, cache, write_jpeg_quality=80))
+    assert "1 images could not be decoded while writing" in message
+    assert str(victim) in message and "UnidentifiedImageError" in message
+    assert "skip_bad_images=true" in message
+    assert not [n for n in cache_contents(cache, root) if ".tmp" in n]
+    # its verdict was forgotten: checked again, so skip_bad_images=true leaves it out
+    data = prepare(config(root, cache, write_jpeg_quality=80, skip_bad_images="true"))
+    assert (data.train_samples, data.skipped_images) == (14, 1)
+
+
+def test_dangling_links_are_refused(tmp_path):
+    root = tmp_path / "d"
+    make_nested(root)
+    (root / "train" / "wolf").symlink_to(tmp_path / "unmounted" / "wolf")
+    (root / "train" / "cat" / "x.JPEG").symlink_to("/nonexistent/x.JPEG")
+    message = error_of(config(root, tmp_path / "cache"))
+    assert "2 symbolic links" in message and "point to nothing" in message
+    assert str(root / "train" / "wolf") in message
+    assert str(root / "train" / "cat" / "x.JPEG") in message
+    assert "/nonexistent/x.JPEG" in message and "remove the links" in message
+
+
+def test_label_file_giving_one_image_two_labels_is_refused(tmp_path):
+    root = tmp_path / "flat"
+    files = make_flat(root, list(CLASSES), [0, 1, 2])
+    rows = "".join(f"{f.name},{CLASSES[label]}\n" for f, label in zip(files, [0, 1, 2]))
+    same_twice = tmp_path / "same.csv"
+    same_twice.write_text(f"filename,label\n{rows}{files[1].name},dog\n")
+    _, val = sources.scan_image_folder(root, str(same_twice))
+    assert [label for _, label in val.samples] == [0, 1, 2]
+    conflicting = tmp_path / "conflicting.csv"
+    conflicting.write_text(f"filename,label\n{rows}{files[1].stem},fox\n")
+    message = error_of(config(root, tmp_path / "cache", val_labels=conflicting))
+    assert f"image {files[1].stem!r} is listed twice" in message
+    assert "'dog'" in message and "'fox'" in message and str(conflicting) in message
+
+
+def test_label_file_encodings_and_unknown_headers(tmp_path):
+    root = tmp_path / "flat"
+    files = make_flat(root, list(CLASSES), [0, 1, 2])
+    rows = "".join(f"{f.stem},{CLASSES[label]}\n" for f, label in zip(files, [0, 1, 2]))
+    excel = tmp_path / "excel.csv"
+    excel.write_text("ImageId,PredictionString\n" + rows, encoding="utf-8-sig")
+    _, val = sources.scan_image_folder(root, str(excel))
+    assert [label for _, label in val.samples] == [0, 1, 2]
+
+    latin1 = tmp_path / "latin1.csv"
+    latin1.write_bytes(("ImageId,PredictionString\n" + rows + "caf\xe9,cat\n").encode("latin-1"))
+    message = error_of(config(root, tmp_path / "cache", val_labels=latin1))
+    assert str(latin1) in message and "not UTF-8" in message and "save it as UTF-8" in message
+
+    odd_header = tmp_path / "odd_header.csv"
+    odd_header.write_text("image_id,label\n" + rows)
+    message = error_of(config(root, tmp_path / "cache", val_labels=odd_header))
+    assert "looks like a header" in message and "not recognised" in message
+    assert "ImageId, image, filename" in message and "is not a class folder" not in message
+
+
+@pytest.mark.parametrize("off_by_one", ["images_in_a_subfolder", "data_dir_one_level_up"])
+def test_class_folders_with_images_one_level_down_say_so(tmp_path, off_by_one):
+    root = tmp_path / "d"
+    if off_by_one == "images_in_a_subfolder":
+        make_nested(root)
+        write_image(root / "train" / "wolf" / "imgs" / "w.JPEG", 0, 1)
+        deeper = root / "train" / "wolf" / "imgs"
+    else:
+        make_nested(root / "train")                     # d/train/train/<class>/...
+        make_nested(root, train_counts=(), val_counts=(1, 1, 1))
+        deeper = root / "train" / "train" / "cat"
+    message = error_of(config(root, tmp_path / "cache"))
+    assert "without a single image" in message
+    assert f"{deeper} holds images" in message and "one level off" in message
+
+
+def test_val_holding_only_an_archive_says_extract_it(tmp_path):
+    import tarfile
+    root = tmp_path / "d"
+    make_nested(root, val_counts=())
+    (root / "val").mkdir()
+    image = write_image(tmp_path / "ILSVRC2012_val_00000001.JPEG", 0, 1)
+    with tarfile.open(root / "val" / "ILSVRC2012_img_val.tar", "w") as archive:
+        archive.add(image, arcname=image.name)
+    message = error_of(config(root, tmp_path / "cache"))
+    assert "holds no images" in message and "ILSVRC2012_img_val.tar" in message
+    assert "extract it" in message and "without class folders" not in message
+
+
+def test_train_holding_only_class_archives_says_extract_them(tmp_path):
+    import tarfile
+    root = tmp_path / "d"
+    make_nested(root, train_counts=())
+    (root / "train").mkdir(exist_ok=True)
+    image = write_image(tmp_path / "n01_1.JPEG", 0, 1)
+    with tarfile.open(root / "train" / "n01.tar", "w") as archive:
+        archive.add(image, arcname=image.name)
+    message = error_of(config(root, tmp_path / "cache"))
+    assert "train has no class folders, only the archive n01.tar: extract it" in message
+
+
+def test_an_archive_beside_class_folders_is_named_as_not_read(tmp_path, capfd):
+    root = tmp_path / "d"
+    make_nested(root)
+    (root / "train" / "n03.tar").write_bytes(b"\0" * 1024)
+    data = prepare(config(root, tmp_path / "cache"))
+    assert data.train_samples == 15
+    err = capfd.readouterr().err
+    assert "ignoring 1 entries" in err and "n03.tar" in err and "archives" in err
+    assert "extract them" in err
+
+
+def test_jfif_and_gif_images_are_read(tmp_path):
+    root = tmp_path / "d"
+    make_nested(root)
+    picture(1, 5, (30, 26)).save(root / "train" / "dog" / "photo.jfif", "JPEG", quality=95)
+    frames = [Image.new("RGB", (28, 22), colour) for colour in ((250, 0, 0), (0, 0, 250))]
+    gif = root / "train" / "fox" / "anim.gif"
+    frames[0].save(gif, save_all=True, append_images=frames[1:])
+    first = sources.load_rgb(gif)
+    assert first.shape == (22, 28, 3) and np.abs(first.astype(int) - (250, 0, 0)).max() <= 8
+    data = prepare(config(root, tmp_path / "cache"))
+    assert (data.train_samples, data.skipped_images) == (17, 0)
+
+
+def test_images_over_pils_decompression_bomb_limit_are_read(tmp_path, monkeypatch):
+    """A limit lowered to 10,000 pixels stands for PIL's ~179 M (an image that large takes
+    seconds to decode): over twice the limit PIL refuses the image, over it PIL warns."""
+    import warnings
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 10_000)
+    root = tmp_path / "d"
+    make_nested(root)
+    huge = root / "train" / "cat" / "huge.png"
+    Image.new("RGB", (300, 200), (30, 60, 90)).save(huge)            # 60,000 pixels
+    with pytest.raises(Image.DecompressionBombError):
+        Image.open(huge)
+    data = prepare(config(root, tmp_path / "cache"))
+    assert (data.train_samples, data.skipped_images) == (16, 0)
+    Image.new("RGB", (120, 100), (30, 60, 90)).save(tmp_path / "large.png")   # 12,000
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", Image.DecompressionBombWarning)
+        assert sources.load_rgb(tmp_path / "large.png").shape == (100, 120, 3)
+    assert Image.MAX_IMAGE_PIXELS == 10_000                           # restored after decoding
+
+
+def test_an_image_folder_given_to_the_fashion_mnist_campaign_says_what_to_pass(tmp_path):
+    make_nested(tmp_path / "d", train_counts=(1, 1, 1), val_counts=(1, 1, 1))
+    cfg = resolve("cpu", {"data_dir": str(tmp_path / "d"), "cache_dir": str(tmp_path / "cache")})
+    assert cfg.dataset == "fashion-mnist"
+    message = error_of(cfg)
+    assert "is an image folder" in message and "embedded Fashion-MNIST campaign" in message
+    assert "dataset=imagenet" in message and f"system=local data_dir={tmp_path / 'd'}" in message
+
+
+def test_temp_files_of_dead_conversions_are_removed(tmp_path, capfd):
+    import socket
+    import subprocess
+    root, cache = tmp_path / "d", tmp_path / "cache"
+    make_nested(root)
+    finished = subprocess.Popen(["true"])
+    finished.wait()
+    folder = cache / root.name
+    folder.mkdir(parents=True)
+    dead = folder / f"train-0123456789abcdef.beton.tmp-{finished.pid}"
+    dead_here = folder / f"val-0123456789abcdef.beton.tmp-{finished.pid}@{socket.gethostname()}"
+    live = folder / f"train-fedcba9876543210.beton.tmp-{os.getpid()}"
+    other_host = folder / f"train-0123456789abcdef.beton.tmp-{finished.pid}@another-node"
+    for path in (dead, dead_here, live, other_host):
+        path.write_bytes(b"\0" * 2_000_000)
+    prepare(config(root, cache))
+    assert not dead.exists() and not dead_here.exists()
+    assert live.exists() and other_host.exists()
+    err = capfd.readouterr().err
+    assert f"removed {dead} (2.0 MB), left by process {finished.pid}" in err

@@ -86,3 +86,8 @@ def test_the_logged_world_is_the_launched_one():
     assert written["number_of_nodes"] == "2" and written["accelerators_per_node"] == "0"
     assert written["system_name"] == cfg.system_name == "2xlocal_cpu"
     assert cfg.global_batch_size == 4 * 64
+
+
+def test_device_cuda_on_a_local_machine_without_gpu_says_so(gpus):
+    with pytest.raises(ConfigError, match="this machine has no GPU that torch can see"):
+        campaign.check_launchable(resolve("local", {"device": "cuda", "workers_per_device": "1"}))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 import types
@@ -245,3 +246,33 @@ def test_full_disk_while_packaging_keeps_the_previous_package(tmp_path):
     after = {p: p.read_bytes() for p in (out / ORG).rglob("*") if p.is_file()}
     assert after == before
     assert sorted(p.name for p in out.iterdir()) == [ORG]       # no half-built folder left
+
+
+def test_a_package_that_fails_the_checkers_leaves_the_previous_one_and_says_why(tmp_path, capsys):
+    from submission.cli import main as cli_main
+    results, out = tmp_path / "results", tmp_path / "out"
+    make_campaign(results, minutes=MINUTES[:2])          # the package checker wants 5 runs
+    (out / ORG).mkdir(parents=True)
+    (out / ORG / "previous.txt").write_text("kept")
+    args = ["package", SYSTEM_NAME, "--results", str(results), "--out", str(out)]
+    assert cli_main(args + ["--org", ORG]) == 1
+    printed = capsys.readouterr().out
+    assert [p.name for p in (out / ORG).iterdir()] == ["previous.txt"]
+    failed = [p for p in out.iterdir() if p != out / ORG]
+    assert len(failed) == 1 and failed[0].name.startswith(f"{ORG}.failed-")
+    assert sorted(p.name for p in (failed[0] / "results" / SYSTEM_NAME / "resnet").iterdir()) == [
+        "result_0.txt", "result_1.txt"]
+    assert f"FAILS the MLPerf checkers: it is kept for inspection at {failed[0]}" in printed
+    assert f"the package at {out / ORG} is left as it was" in printed
+    assert re.search(r"package +2\.0\.0 +FAIL", printed) and "found 2, expected 5" in printed
+
+    assert cli_main(args + ["--org", "Other"]) == 2      # hints name the command's option
+    assert "package them with --org TestOrg" in capsys.readouterr().err
+    assert cli_main(args + ["--org", "Acme/Labs"]) == 2
+    assert "give another with --org NAME" in capsys.readouterr().err
+    assert failed[0].name in printed.replace(str(out) + "/", "")     # the verdicts name it too
+
+    make_campaign(tmp_path / "complete", minutes=MINUTES)             # a campaign that passes
+    assert cli_main(["package", SYSTEM_NAME, "--results", str(tmp_path / "complete"),
+                     "--out", str(out), "--org", ORG]) == 0
+    assert [p.name for p in out.iterdir()] == [ORG]                   # the failed build is gone

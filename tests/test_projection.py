@@ -141,3 +141,43 @@ def test_in_run_set_up_comes_from_the_loader_probe_of_the_warm_up_setting():
     assert cold.parts[-1].seconds == pytest.approx(17.5 + 2.0)
     assert "warm-up before run_start" in warm.parts[-1].what and "warmup=false" in cold.parts[-1].what
     assert not any("set-up figures" in w for w in warm.warnings)
+
+
+def _damaged(change):
+    profile = _profile([16, 20, 24, 28, 32], setup={"first_eval_extra": 1.0})
+    change(profile)
+    return profile
+
+
+@pytest.mark.parametrize("change, field", [
+    (lambda p: p["loader"].pop("threads"), "loader.threads is missing"),
+    (lambda p: p["loader"].update(threads=0), "loader.threads is 0"),
+    (lambda p: p["loader"].update(img_per_s=0), "loader.img_per_s is 0"),
+    (lambda p: p.update(loader="fast"), 'loader is "fast"'),
+    (lambda p: p.update(eval_img_per_s=0), "eval_img_per_s is 0"),
+    (lambda p: p.update(eval_img_per_s=-5), "eval_img_per_s is -5"),
+    (lambda p: p.update(eval_img_per_s="1000"), 'eval_img_per_s is "1000"'),
+    (lambda p: p["train_step"]["24"].update(img_per_s=0), "train_step.24.img_per_s is 0"),
+    (lambda p: p["train_step"].update({"24": {}}), "train_step.24.img_per_s is missing"),
+    (lambda p: p.update(measured=None), "measured is null"),
+    (lambda p: p.update(settings=[]), "settings is []"),
+    (lambda p: p.update(setup_s="x"), 'setup_s is "x"'),
+    (lambda p: p.update(loader_setup_s={"cold": {}}), "loader_setup_s.cold.train_first_batch_s is missing"),
+])
+def test_a_malformed_profile_names_the_file_the_field_and_the_bench(tmp_path, capsys, change, field):
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps(_damaged(change)))
+    assert cli_main(["project", "system=cpu", f"profile={path}"]) == 2
+    err = capsys.readouterr().err
+    assert f"profile {path} is not a bench profile the projection can use: {field}, not " in err
+    assert "python -m submission.bench system=cpu json=profile-cpu.json" in err
+
+
+def test_an_unreadable_profile_names_the_file(tmp_path, capsys):
+    binary = tmp_path / "profile.json"
+    binary.write_bytes(b"\xff\xfe\x00 not text")
+    for path in (binary, tmp_path):
+        assert cli_main(["project", "system=cpu", f"profile={path}"]) == 2
+        err = capsys.readouterr().err
+        assert f"profile {path} cannot be read as a JSON text file" in err
+        assert "python -m submission.bench system=cpu" in err

@@ -181,3 +181,14 @@ def test_steadiness_flags_a_slow_first_window_and_a_slow_first_evaluation(tmp_pa
     assert slow.first_eval_ratio == pytest.approx(3.0, abs=0.01)
     table = "\n".join(steadiness.markdown(folder))
     assert "| result_1 | 5 (4) | 0.60x | window 1 (16 px) |" in table and "| NO |" in table
+
+
+def test_report_of_a_damaged_campaign_json_is_refused(tmp_path, capsys):
+    folder = _foreign(tmp_path)
+    (folder / "campaign.json").write_text('{"config": {"settings": {"target_accuracy": 0.65,}}}')
+    before = sorted(folder.rglob("*"))
+    assert cli_main(["report", str(folder)]) == 1
+    err = capsys.readouterr().err
+    assert re.search(re.escape(f"{folder / 'campaign.json'} is not valid JSON (") + r"line 1, column \d+", err)
+    assert "restore it from a backup" in err
+    assert sorted(folder.rglob("*")) == before                 # no report.md, no plot

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 
 import pytest
 
@@ -276,3 +277,59 @@ def test_compare_shows_published_figures_labelled_with_their_source(tmp_path):
     # our own system comes first, in the same table
     lines = table.splitlines()
     assert lines.index(next(l for l in lines if l.startswith("| alpha"))) < lines.index(published[0])
+
+
+# ---- bad input to the score and report commands --------------------------------------
+def _files(root):
+    return sorted(p for p in root.rglob("*") if p.is_file())
+
+
+def test_score_refuses_a_folder_without_result_files_and_writes_nothing(tmp_path, capsys):
+    from submission.cli import main as cli_main
+    system = _system(tmp_path, [10.0, 20.0, 30.0, 40.0, 50.0])
+    (tmp_path / "empty").mkdir()
+    before = _files(tmp_path)
+    for folder, hint in ((tmp_path / "empty", "give a results/<system_name> folder"),
+                         (tmp_path, f"it holds the systems test_system: give one of them"),
+                         (system / "resnet", f"give the folder above it, {system}")):
+        assert cli_main(["score", str(folder)]) == 2
+        assert f"{folder} holds no resnet/result_*.txt: {hint}" in capsys.readouterr().err
+    assert _files(tmp_path) == before
+
+
+@pytest.mark.parametrize("verb", ["score", "report"])
+@pytest.mark.parametrize("price", ["-5", "nan", "inf"])
+def test_a_price_that_is_not_a_finite_number_of_dollars_is_refused(tmp_path, capsys, verb, price):
+    from submission.cli import main as cli_main
+    system = _system(tmp_path, [10.0, 20.0, 30.0, 40.0, 50.0])
+    before = _files(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        cli_main([verb, str(system), f"--price={price}"])
+    assert exit_.value.code == 2
+    assert f"argument --price: '{price}' is not a price" in capsys.readouterr().err
+    assert _files(tmp_path) == before
+
+
+def test_a_damaged_campaign_json_is_an_error_naming_it(tmp_path, capsys):
+    from submission.campaign import CampaignError
+    from submission.cli import main as cli_main
+    system = _system(tmp_path, [10.0, 20.0, 30.0, 40.0, 50.0])
+    (system / "campaign.json").write_text('{"system": "cpu",\n "config": {')
+    before = _files(tmp_path)
+    with pytest.raises(CampaignError, match=r"campaign.json is not valid JSON \(line 2, column 13"):
+        score.summarize(system)
+    assert cli_main(["score", str(system)]) == 1
+    err = capsys.readouterr().err
+    assert f"{system / 'campaign.json'} is not valid JSON (line 2, column 13" in err
+    assert "restore it from a backup" in err
+    assert _files(tmp_path) == before
+
+
+def test_compare_leaves_out_a_system_whose_campaign_json_is_damaged_and_says_so(tmp_path):
+    healthy = _system(tmp_path / "results", [10.0, 20.0, 30.0, 40.0, 50.0])
+    damaged = healthy.parent / "damaged_system"
+    shutil.copytree(healthy, damaged)
+    (damaged / "campaign.json").write_text('{"system": ')
+    table = score.compare_systems(healthy.parent)
+    assert f"| {healthy.name}" in table and f"| {damaged.name}" not in table
+    assert "Left out, their campaign.json cannot be read" in table and str(damaged) in table

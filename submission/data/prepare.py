@@ -3,7 +3,8 @@
 Each split's cache key covers its source (file names, sizes and mtimes, or the idx
 bytes), the write settings and the subset: a second run with the same inputs reuses
 the file, any change writes a new one. Files are written under a temporary name and
-renamed on success, so a .beton that exists is complete.
+renamed on success, so a .beton that exists is complete; the temporary file of a
+conversion that was killed is removed by the next one.
 
 Unusable images (unreadable, or so small that a stored side or the evaluation crop
 would be 0 px) fail the step, naming every bad path, unless skip_bad_images=true, which
@@ -18,7 +19,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import socket
 import sys
+import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
@@ -203,11 +207,44 @@ def _write_settings(config: Config) -> dict:
             "compress_probability": config.write_compress_probability}
 
 
-def _write_beton(split, path: Path, settings: dict, workers: int) -> None:
+class DecodeFailureRecorder:
+    """A folder split for FFCV's writer whose images cannot make it hang: an image that
+    fails to decode there (changed since it was checked) becomes a black placeholder and
+    is recorded as a file named by its index. The writer decodes in worker processes: a
+    worker that raises leaves it waiting forever, and a record in memory would stay in
+    the worker."""
+    PLACEHOLDER = np.zeros((8, 8, 3), np.uint8)
+
+    def __init__(self, split: sources.FolderSplit, folder: Path):
+        self.split, self.folder = split, folder
+
+    def __len__(self) -> int:
+        return len(self.split)
+
+    def __getitem__(self, index: int) -> tuple[np.ndarray, int]:
+        try:
+            return self.split[index]
+        except Exception as exc:  # PIL raises many types for broken files
+            (self.folder / str(index)).write_text(f"{type(exc).__name__}: {exc}")
+            return self.PLACEHOLDER, self.split.samples[index][1]
+
+    def failures(self) -> list[tuple[Path, str]]:
+        return sorted((self.split.samples[int(record.name)][0], record.read_text())
+                      for record in self.folder.iterdir())
+
+
+def _temp_name(path: Path) -> Path:
+    # the host too: nodes may share a cache folder, and a PID means something on its host only
+    return path.with_name(f"{path.name}.tmp-{os.getpid()}@{socket.gethostname()}")
+
+
+def _write_beton(split, path: Path, settings: dict, workers: int) -> list[tuple[Path, str]]:
+    """Write the split to path; return the images that failed to decode (then nothing
+    is written)."""
     from ffcv.fields import IntField, RGBImageField
     from ffcv.writer import DatasetWriter
 
-    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+    tmp = _temp_name(path)
     try:
         writer = DatasetWriter(str(tmp), {
             "image": RGBImageField(write_mode=settings["write_mode"],
@@ -217,10 +254,53 @@ def _write_beton(split, path: Path, settings: dict, workers: int) -> None:
             "label": IntField(),
         }, num_workers=workers)
         print(f"writing {path} ({len(split)} images)", file=sys.stderr, flush=True)
-        writer.from_indexed_dataset(split)
-        tmp.rename(path)
+        if not isinstance(split, sources.FolderSplit):
+            writer.from_indexed_dataset(split)
+            failures = []
+        else:
+            with tempfile.TemporaryDirectory(prefix="decode-failures-") as records:
+                recorder = DecodeFailureRecorder(split, Path(records))
+                writer.from_indexed_dataset(recorder)
+                failures = recorder.failures()
+        if not failures:
+            tmp.rename(path)
+        return failures
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _remove_dead_temps(folder: Path, split_name: str) -> None:
+    """Remove the temporary .beton files of this host's conversions that were killed
+    (kill -9, power loss): they are as large as the data set."""
+    for tmp in sorted(folder.glob(f"{split_name}-*.beton.tmp-*")):
+        match = re.fullmatch(r".*\.tmp-(\d+)(?:@(.*))?", tmp.name)
+        if not match or match[2] not in (None, socket.gethostname()) or _alive(int(match[1])):
+            continue
+        size = tmp.stat().st_size
+        tmp.unlink(missing_ok=True)
+        print(f"[prepare] removed {tmp} ({size / 1e6:.1f} MB), left by process {match[1]}, "
+              "which no longer runs", file=sys.stderr)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:     # e.g. another user's process
+        return True
+    return True
+
+
+def _listing(bad: list[tuple[Path, str]]) -> str:
+    return sources.listing([f"{sources.display(p)}: {why}" for p, why in bad])
+
+
+def _forget_verdicts(manifest: Path, paths: list[Path]) -> None:
+    """So that the next run checks these images again."""
+    known = _read_manifest(manifest)
+    _write_json_atomic(manifest, {key: seen for key, seen in known.items()
+                                  if key not in {str(p) for p in paths}})
 
 
 def cache_folder(config: Config) -> Path:
@@ -237,6 +317,7 @@ def _cached_beton(split, folder: Path, split_name: str, settings: dict, workers:
         "samples": len(split)}, sort_keys=True).encode()).hexdigest()[:16]
     path = folder / f"{split_name}-{key}.beton"
     record = path.with_name(path.name + ".size")
+    _remove_dead_temps(folder, split_name)
     if path.is_file():
         size = path.stat().st_size
         if not record.is_file() and _readable_beton(path):      # written before sizes were
@@ -248,7 +329,14 @@ def _cached_beton(split, folder: Path, split_name: str, settings: dict, workers:
         print(f"[prepare] {path} is {size} bytes, but {recorded or 'it cannot be read and no size'} "
               "was recorded when it was written: damaged, rebuilding it", file=sys.stderr)
         path.unlink()
-    _write_beton(split, path, settings, workers)
+    failures = _write_beton(split, path, settings, workers)
+    if failures:
+        _forget_verdicts(folder / f"verified-{split_name}.json", [p for p, _ in failures])
+        raise ConfigError(
+            f"{len(failures)} images could not be decoded while writing {path}, although they "
+            f"were checked before (changed since, or unreadable):\n{_listing(failures)}\n"
+            "Replace or remove them, or pass skip_bad_images=true to leave them out; nothing "
+            "was written, and the next run checks them again.")
     record.write_text(f"{path.stat().st_size}\n")
     return path
 
@@ -270,18 +358,16 @@ def _drop_unusable(splits, folder: Path, config: Config, workers: int) -> int:
     for split, name in zip(splits, ("train", "val")):
         if split.ignored:
             print(f"[prepare] ignoring {len(split.ignored)} entries that are not image files in "
-                  f"{sources.display(split.root)} (e.g. {sources.display(split.ignored[0])})",
-                  file=sys.stderr)
+                  f"{sources.display(split.root)} (e.g. {sources.display(split.ignored[0])})"
+                  f"{_archives_note(split.ignored)}", file=sys.stderr)
         check_images(split, workers, folder / f"verified-{name}.json",
                      lambda height, width, name=name: too_small(height, width, config, name))
         bad += split.bad
     listing = folder / "skipped_images.txt"
     if bad and not config.skip_bad_images:
         listing.unlink(missing_ok=True)
-        shown = "\n".join(f"  {sources.display(p)}: {why}" for p, why in bad[:20])
-        more = f"\n  ... and {len(bad) - 20} more" if len(bad) > 20 else ""
         raise ConfigError(f"{len(bad)} unusable images (unreadable, or too small for the "
-                          f"pipeline):\n{shown}{more}\n"
+                          f"pipeline):\n{_listing(bad)}\n"
                           "Replace or remove them, or pass skip_bad_images=true to leave "
                           "them out (they are then counted and listed).")
     if bad:
@@ -294,6 +380,15 @@ def _drop_unusable(splits, folder: Path, config: Config, workers: int) -> int:
     else:
         listing.unlink(missing_ok=True)     # a listing of an earlier preparation is stale
     return len(bad)
+
+
+def _archives_note(ignored: list[Path]) -> str:
+    archives = [p for p in ignored if sources.is_archive(p)]
+    if not archives:
+        return ""
+    return (f"; {len(archives)} of them archives (e.g. {sources.display(archives[0])}), whose "
+            "images are not read: if they hold images of the data set (an unextracted class), "
+            "extract them into their class folders first")
 
 
 def prepare(config: Config) -> PreparedData:

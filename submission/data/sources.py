@@ -17,6 +17,7 @@ import os
 import struct
 import subprocess
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,7 +26,10 @@ from PIL import Image
 
 from ..config import ConfigError
 
-IMAGE_EXTENSIONS = {".jpeg", ".jpg", ".png", ".bmp", ".webp", ".tif", ".tiff", ".ppm"}
+IMAGE_EXTENSIONS = {".jpeg", ".jpg", ".jfif", ".png", ".gif", ".bmp", ".webp", ".tif", ".tiff",
+                    ".ppm"}
+ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".zip", ".7z", ".rar")
+LABEL_HEADERS = ("ImageId", "image", "filename", "file", "id")   # first column, any case
 FASHION_MNIST_PACKAGE_DIR = Path("/usr/share/datasets/fashion-mnist")
 FASHION_MNIST_CLASSES = ("t-shirt", "trouser", "pullover", "dress", "coat",
                          "sandal", "shirt", "sneaker", "bag", "ankle-boot")
@@ -37,12 +41,26 @@ SUPPORTED_LAYOUTS = (
     "    ImageId,PredictionString); convert the devkit's ground truth with its meta.mat first")
 
 
+@contextmanager
+def _no_pixel_limit():
+    """PIL refuses images over ~179 M pixels as decompression bombs (and warns over ~89 M):
+    a guard against hostile files, but these are the user's own images. Lifted for this
+    decoding only, so PIL's limit stays as it was for any other code."""
+    saved = Image.MAX_IMAGE_PIXELS
+    Image.MAX_IMAGE_PIXELS = None
+    try:
+        yield
+    finally:
+        Image.MAX_IMAGE_PIXELS = saved
+
+
 def load_rgb(path: Path) -> np.ndarray:
-    """Decode any PIL-readable image (grey, CMYK, palette, alpha) to HxWx3 uint8 RGB.
+    """Decode any PIL-readable image (grey, CMYK, palette, alpha; a GIF's first frame),
+    whatever its size, to HxWx3 uint8 RGB.
 
     EXIF orientation is not applied: the pixels are used as stored, as torchvision's
     ImageFolder, the MLPerf reference and the published entry's FFCV writer do."""
-    with Image.open(path) as image:
+    with _no_pixel_limit(), Image.open(path) as image:
         image.load()
         if image.mode in ("RGBA", "LA") or (image.mode == "P" and "transparency" in image.info):
             # composite transparent pixels on white rather than on whatever RGB lies beneath
@@ -92,12 +110,62 @@ def _is_image(path: Path) -> bool:
     return path.suffix.lower() in IMAGE_EXTENSIONS
 
 
+def is_archive(path: Path) -> bool:
+    return path.name.lower().endswith(ARCHIVE_SUFFIXES)
+
+
 def _files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
 
 
+def _subfolders(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def listing(lines: list[str], most: int = 20) -> str:
+    """The first `most` lines, indented, and how many more there are."""
+    more = f"\n  ... and {len(lines) - most} more" if len(lines) > most else ""
+    return "\n".join(f"  {line}" for line in lines[:most]) + more
+
+
+def _refuse_dangling_links(split_dir: Path) -> None:
+    """Links (class folders or images) whose target is missing, e.g. an unmounted disk,
+    would otherwise drop their class or image without a word."""
+    links = sorted(Path(entry.path) for folder in [split_dir, *_subfolders(split_dir)]
+                   for entry in os.scandir(folder)      # is_symlink() costs no system call
+                   if entry.is_symlink() and not entry.name.startswith(".")
+                   and not os.path.exists(entry.path))
+    if links:
+        shown = listing([f"{display(p)} -> {os.readlink(p)}" for p in links])
+        raise ConfigError(f"{len(links)} symbolic links in {display(split_dir)} point to nothing:\n"
+                          f"{shown}\nMount or restore what they point to, or remove the links.")
+
+
+def _subfolder_with_images(folder: Path) -> Path | None:
+    return next((sub for sub in _subfolders(folder) if any(map(_is_image, _files(sub)))), None)
+
+
+def _empty_class_folders_message(empty: list[Path]) -> str:
+    message = ("class folders without a single image: " + ", ".join(str(p) for p in empty[:5])
+               + " — remove them or add their images")
+    deeper = next(filter(None, map(_subfolder_with_images, empty)), None)
+    if deeper:
+        message += (f". {display(deeper)} holds images, but images in subfolders of a class "
+                    "folder are not read: data_dir (or that class folder) is probably one level "
+                    "off; point data_dir at the folder holding train/<class>/<image>, or move the "
+                    "images up into their class folder")
+    return message
+
+
+def _no_images_message(split_dir: Path, found: str = "holds no images") -> str:
+    archives = [p.name for p in _files(split_dir) if is_archive(p)]
+    unpack = (f", only the archive {', '.join(archives[:3])}: extract it there first (images in "
+              "archives are not read)") if archives else ""
+    return f"{split_dir} {found}{unpack}.\n{SUPPORTED_LAYOUTS}"
+
+
 def scan_nested(split_dir: Path, classes: list[str] | None = None) -> FolderSplit:
-    class_dirs = sorted(p for p in split_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
+    class_dirs = _subfolders(split_dir)
     names = [p.name for p in class_dirs]
     if classes is None:
         classes = names
@@ -106,8 +174,9 @@ def scan_nested(split_dir: Path, classes: list[str] | None = None) -> FolderSpli
         raise ConfigError(f"{split_dir} has classes that train/ lacks: {', '.join(unknown[:5])}"
                           f"{' ...' if len(unknown) > 5 else ''}")
     index = {name: i for i, name in enumerate(classes)}
-    samples, ignored, empty = [], [], []
+    samples, empty = [], []
     loose = [p for p in _files(split_dir) if _is_image(p)]
+    ignored = [p for p in _files(split_dir) if not _is_image(p)]     # e.g. an unextracted n03.tar
     if loose and class_dirs:
         raise ConfigError(
             f"{len(loose)} images lie directly in {split_dir} beside its class folders (e.g. "
@@ -118,14 +187,12 @@ def scan_nested(split_dir: Path, classes: list[str] | None = None) -> FolderSpli
         images = [p for p in files if _is_image(p)]
         ignored += [p for p in files if not _is_image(p)]
         # folders inside a class folder (even one named like x.JPEG) are not images
-        ignored += sorted(p for p in class_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
+        ignored += _subfolders(class_dir)
         if not images:
             empty.append(class_dir)
         samples += [(p, index[class_dir.name]) for p in images]
     if empty:
-        raise ConfigError("class folders without a single image: "
-                          + ", ".join(str(p) for p in empty[:5])
-                          + " — remove them or add their images")
+        raise ConfigError(_empty_class_folders_message(empty))
     return FolderSplit(split_dir, samples, classes, ignored)
 
 
@@ -139,8 +206,10 @@ def read_label_file(path: Path, classes: list[str]) -> dict[str, int]:
     if not path.is_file():
         raise ConfigError(f"val_labels={path} does not exist")
     index = {name: i for i, name in enumerate(classes)}
-    rows = [row for row in csv.reader(path.read_text().splitlines()) if any(c.strip() for c in row)]
-    if rows and rows[0] and rows[0][0].strip().lower() in ("imageid", "image", "filename", "file", "id"):
+    rows = _label_rows(path)
+    has_header = bool(rows and rows[0]) and rows[0][0].strip().lower() in {
+        header.lower() for header in LABEL_HEADERS}
+    if has_header:
         rows = rows[1:]
     if not rows:
         raise ConfigError(f"{path} holds no labels.\n{SUPPORTED_LAYOUTS}")
@@ -151,9 +220,33 @@ def read_label_file(path: Path, classes: list[str]) -> dict[str, int]:
                               f"\n{SUPPORTED_LAYOUTS}")
         label = row[1].split()[0]       # Kaggle: "n01751748 x y x y ..." (boxes follow)
         if label not in index:
-            raise ConfigError(f"{path}: label {label!r} of {row[0]!r} is not a class folder in train/")
-        labels[Path(row[0].strip()).stem] = index[label]
+            raise ConfigError(_unknown_label_message(path, row, number == 1 and not has_header))
+        image = Path(row[0].strip()).stem
+        if labels.get(image, index[label]) != index[label]:
+            raise ConfigError(f"{path}: image {image!r} is listed twice with different labels, "
+                              f"{classes[labels[image]]!r} and {label!r} (row {number}): keep "
+                              "only the right row")
+        labels[image] = index[label]
     return labels
+
+
+def _label_rows(path: Path) -> list[list[str]]:
+    try:
+        text = path.read_text(encoding="utf-8-sig")     # -sig: Excel's byte-order mark
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start}): save it "
+                          "as UTF-8 (Excel: CSV UTF-8)") from None
+    return [row for row in csv.reader(text.splitlines()) if any(c.strip() for c in row)]
+
+
+def _unknown_label_message(path: Path, row: list[str], may_be_header: bool) -> str:
+    label = row[1].split()[0]
+    # image names and WordNet ids have digits; a header's words have none
+    if may_be_header and not any(c.isdigit() for c in row[0] + label):
+        return (f"{path}: its first row {','.join(row)!r} looks like a header, but one not "
+                f"recognised: a header's first column must be one of {', '.join(LABEL_HEADERS)} "
+                "(any case). Rename that column, or remove the row.")
+    return f"{path}: label {label!r} of {row[0]!r} is not a class folder in train/"
 
 
 def scan_flat(split_dir: Path, label_file: Path, classes: list[str]) -> FolderSplit:
@@ -179,13 +272,17 @@ def scan_image_folder(data_dir: Path, val_labels: str = "") -> tuple[FolderSplit
     train_dir, val_dir = data_dir / "train", data_dir / "val"
     if not train_dir.is_dir() or not val_dir.is_dir():
         raise ConfigError(f"{data_dir} needs train/ and val/ subfolders.\n{SUPPORTED_LAYOUTS}")
+    _refuse_dangling_links(train_dir)
+    _refuse_dangling_links(val_dir)
     train = scan_nested(train_dir)
     if not train.classes:
-        raise ConfigError(f"{train_dir} has no class folders.\n{SUPPORTED_LAYOUTS}")
+        raise ConfigError(_no_images_message(train_dir, found="has no class folders"))
     entries = [p for p in val_dir.iterdir() if not p.name.startswith(".")]
     if not entries:
         raise ConfigError(f"{val_dir} is empty: put the validation images there.\n{SUPPORTED_LAYOUTS}")
     has_class_dirs = any(p.is_dir() for p in entries)
+    if not has_class_dirs and not any(map(_is_image, _files(val_dir))):
+        raise ConfigError(_no_images_message(val_dir))
     if has_class_dirs and val_labels:
         raise ConfigError(f"{val_dir} has class folders, which give the labels; val_labels="
                           f"{val_labels} is only for a flat val/ folder: drop val_labels=")
@@ -196,8 +293,6 @@ def scan_image_folder(data_dir: Path, val_labels: str = "") -> tuple[FolderSplit
     else:
         raise ConfigError(f"{val_dir} holds images without class folders: pass val_labels=FILE.\n"
                           f"{SUPPORTED_LAYOUTS}")
-    if len(val) == 0:
-        raise ConfigError(f"{val_dir} holds no images.\n{SUPPORTED_LAYOUTS}")
     return train, val
 
 
@@ -235,11 +330,25 @@ def fashion_mnist_dir(data_dir: str) -> Path:
                           "data_dir=FOLDER holding the four *-idx*-ubyte[.gz] files") from None
 
 
+def _idx_file(path: Path) -> Path | None:
+    """The idx file, zipped or not, or None."""
+    return next((p for p in (path, path.with_name(path.name + ".gz")) if p.is_file()), None)
+
+
+def _refuse_image_folder(folder: Path) -> None:
+    """An image folder given to the Fashion-MNIST campaign (system=cpu's data set)."""
+    if (not _idx_file(folder / "train-images-idx3-ubyte") and (folder / "train").is_dir()
+            and (folder / "val").is_dir()):
+        raise ConfigError(
+            f"data_dir={folder} is an image folder (train/ and val/), but dataset=fashion-mnist "
+            "(what system=cpu runs: the embedded Fashion-MNIST campaign) reads idx files. For "
+            f"the image folder pass dataset=imagenet, or use system=local data_dir={folder}.")
+
+
 def _read_idx(path: Path) -> np.ndarray:
-    candidates = [path, path.with_name(path.name + ".gz")]
-    found = next((p for p in candidates if p.is_file()), None)
+    found = _idx_file(path)
     if found is None:
-        raise ConfigError(f"missing Fashion-MNIST file {candidates[1]} (or its unzipped form)")
+        raise ConfigError(f"missing Fashion-MNIST file {path}.gz (or its unzipped form)")
     raw = gzip.decompress(found.read_bytes()) if found.suffix == ".gz" else found.read_bytes()
     zero, dtype_code, ndim = struct.unpack(">HBB", raw[:4])
     if zero != 0 or dtype_code != 0x08:
@@ -253,6 +362,7 @@ def _read_idx(path: Path) -> np.ndarray:
 
 def load_fashion_mnist(data_dir: str) -> tuple[ArraySplit, ArraySplit]:
     folder = fashion_mnist_dir(data_dir)
+    _refuse_image_folder(folder)
     splits = []
     for prefix in ("train", "t10k"):
         images = _read_idx(folder / f"{prefix}-images-idx3-ubyte")

@@ -127,11 +127,11 @@ def write_report(system_dir: Path, price: float | None = None) -> Path:
 def main(words: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m submission report")
     parser.add_argument("system_dir", help="results/<system_name> (any folder with resnet/result_*.txt)")
-    parser.add_argument("--price", type=float, default=None, help="USD per hour (default: campaign's)")
+    parser.add_argument("--price", type=score.price_argument, default=None,
+                        help="USD per hour (default: campaign's)")
     args = parser.parse_args(words)
     folder = Path(args.system_dir)
-    if not score.result_files(folder):
-        raise ValueError(f"{folder} holds no resnet/result_*.txt: give a results/<system_name> folder")
+    score.require_result_files(folder)
     path = write_report(folder, args.price)
     print("\n".join(steadiness.markdown(folder)) + "\n")
     print(f"report: {path}")

@@ -1,0 +1,77 @@
+"""The command line answers bad input with what is wrong and what to do, and leaves nothing behind."""
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+from submission import campaign, cli
+from submission.config import ConfigError, resolve
+
+
+@pytest.mark.parametrize("args, message", [
+    (["trian"], "unknown command 'trian'"),
+    (["RUN"], "unknown command 'RUN' (did you mean run?)"),
+    (["runs=1", "run"], "'run' is a command: it comes first"),
+    (["run", "prepare"], "'prepare' is a command: it comes first"),     # ./run_and_time.sh prepare
+    (["compare", "results", "more"], "compare takes one results folder"),
+])
+def test_bad_commands_are_refused_with_what_to_do(capsys, args, message):
+    assert cli.main(args) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_describe_knows_the_rulesets_mlperf_logging_knows(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["describe", "--ruleset", "9.9"])
+    assert "invalid choice: '9.9'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("verb", ["run", "prepare", "describe", "settings", "compare", "project"])
+def test_help_is_usage_not_an_error(capsys, verb):
+    assert cli.main([verb, "--help"]) == 0
+    assert "python -m submission VERB" in capsys.readouterr().out
+
+
+def test_compare_given_one_systems_folder_points_to_score(tmp_path, capsys):
+    system = tmp_path / "local_cpu_2c"
+    (system / "resnet").mkdir(parents=True)
+    (system / "resnet" / "result_0.txt").write_text(":::MLLOG {}\n")
+    assert cli.main(["compare", str(system)]) == 2
+    err = capsys.readouterr().err
+    assert f"python -m submission score {system}" in err and str(tmp_path) in err
+
+
+def test_a_file_where_a_folder_belongs_is_named_with_advice(tmp_path, capsys):
+    a_file = tmp_path / "taken"
+    a_file.write_text("")
+    assert cli.main(["prepare", "system=cpu", f"cache_dir={a_file}"]) == 1
+    err = capsys.readouterr().err
+    assert str(a_file) in err and "A file stands where a folder is needed" in err
+
+
+@pytest.mark.parametrize("verb", ["--help", "settings"])
+def test_a_reader_that_stops_early_is_not_an_error(verb):
+    listing = subprocess.Popen([sys.executable, "-m", "submission", verb], cwd=REPO,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    listing.stdout.close()          # as `| head` does, here before anything is written
+    assert listing.wait(timeout=120) == 141
+    assert listing.stderr.read() == b""
+
+
+def test_bench_options_need_their_value():
+    done = subprocess.run([sys.executable, "-m", "submission.bench", "system=cpu", "sweep"], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "sweep takes a value (sweep=...)" in done.stderr
+
+
+def test_a_campaign_that_fails_before_recording_leaves_no_results_folder(tmp_path):
+    (tmp_path / "images" / "train").mkdir(parents=True)
+    (tmp_path / "images" / "val").mkdir()
+    results = tmp_path / "results"
+    config = resolve("local", {"data_dir": str(tmp_path / "images"), "workers_per_device": "1",
+                               "results_dir": str(results), "cache_dir": str(tmp_path / "cache")})
+    with pytest.raises(ConfigError, match="train has no class folders"):
+        campaign.run_campaign(config)
+    assert not any(results.iterdir()), list(results.iterdir())
+
