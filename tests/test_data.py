@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -677,6 +679,55 @@ def test_an_image_changed_after_its_check_fails_the_write_instead_of_hanging(tmp
     # its verdict was forgotten: checked again, so skip_bad_images=true leaves it out
     data = prepare(config(root, cache, write_jpeg_quality=80, skip_bad_images="true"))
     assert (data.train_samples, data.skipped_images) == (14, 1)
+
+
+def converted_once_then_rewritten_with(tmp_path, monkeypatch, at_the_third_image):
+    """A folder converted once; then the configuration of a second conversion (a new write
+    setting: a new .beton) whose writer processes, forked from this one, run
+    `at_the_third_image()` when they reach image 2."""
+    root, cache = tmp_path / "d", tmp_path / "cache"
+    make_nested(root)
+    prepare(config(root, cache))
+    real_item = sources.FolderSplit.__getitem__
+
+    def item(split, index):
+        if index == 2:
+            at_the_third_image()
+        return real_item(split, index)
+
+    monkeypatch.setattr(sources.FolderSplit, "__getitem__", item)
+    return root, cache, config(root, cache, write_jpeg_quality=80)
+
+
+@pytest.mark.timeout(120)
+def test_a_writer_process_that_dies_ends_the_conversion_instead_of_hanging(tmp_path, monkeypatch):
+    root, cache, rewrite = converted_once_then_rewritten_with(
+        tmp_path, monkeypatch, lambda: os.kill(os.getpid(), signal.SIGKILL))  # as the OOM killer
+    message = error_of(rewrite)
+    assert "an FFCV writer process died while writing" in message
+    assert "was killed by SIGKILL" in message and "out-of-memory killer" in message
+    assert not [n for n in cache_contents(cache, root) if ".tmp" in n]
+    monkeypatch.undo()
+    assert prepare(rewrite).train_samples == 15
+
+
+@pytest.mark.timeout(120)
+def test_ctrl_c_while_writing_stops_the_conversion_and_its_workers(tmp_path, monkeypatch):
+    import psutil
+
+    def ctrl_c_then_a_long_image():
+        os.kill(os.getppid(), signal.SIGINT)      # the writer's parent: this test
+        time.sleep(60)                            # a worker busy on a large image
+
+    root, cache, rewrite = converted_once_then_rewritten_with(tmp_path, monkeypatch,
+                                                              ctrl_c_then_a_long_image)
+    before = {child.pid for child in psutil.Process().children()}
+    with pytest.raises(KeyboardInterrupt):
+        prepare(rewrite)
+    workers = [child for child in psutil.Process().children() if child.pid not in before]
+    _, still_running = psutil.wait_procs(workers, timeout=10)   # killed, not left running
+    assert workers and not still_running
+    assert not [n for n in cache_contents(cache, root) if ".tmp" in n]
 
 
 def test_dangling_links_are_refused(tmp_path):

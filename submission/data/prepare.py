@@ -16,19 +16,25 @@ same write settings, on which the loaders are warmed up before run_start.
 """
 from __future__ import annotations
 
+import _thread
+import contextlib
 import hashlib
 import json
 import os
 import re
+import signal
 import socket
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import resource_tracker
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+import psutil
 
 from ..config import REPO_ROOT, Config, ConfigError
 from . import sources
@@ -254,19 +260,109 @@ def _write_beton(split, path: Path, settings: dict, workers: int) -> list[tuple[
             "label": IntField(),
         }, num_workers=workers)
         print(f"writing {path} ({len(split)} images)", file=sys.stderr, flush=True)
-        if not isinstance(split, sources.FolderSplit):
-            writer.from_indexed_dataset(split)
-            failures = []
-        else:
-            with tempfile.TemporaryDirectory(prefix="decode-failures-") as records:
-                recorder = DecodeFailureRecorder(split, Path(records))
-                writer.from_indexed_dataset(recorder)
-                failures = recorder.failures()
+        with tempfile.TemporaryDirectory(prefix="decode-failures-") as records:
+            recorder = (DecodeFailureRecorder(split, Path(records))
+                        if isinstance(split, sources.FolderSplit) else None)
+            try:
+                with _interrupted_if_a_writer_dies() as deaths:
+                    writer.from_indexed_dataset(recorder or split)
+            except KeyboardInterrupt:
+                _release(writer)
+                if not deaths:
+                    raise                       # the user's Ctrl-C
+                raise ConfigError(
+                    f"an FFCV writer process died while writing {path} ({deaths[0]}); nothing "
+                    "was written. A SIGKILL is most often the kernel's out-of-memory killer "
+                    "(dmesg says): free memory, or lower write_max_resolution, and run the "
+                    "same command again") from None
+            failures = recorder.failures() if recorder else []
         if not failures:
             tmp.rename(path)
         return failures
     finally:
         tmp.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def _interrupted_if_a_writer_dies():
+    """FFCV's writer waits until its worker processes have written every sample: one that
+    dies (killed for memory, an error outside DecodeFailureRecorder) leaves it waiting
+    forever. A thread watches this process's new children while the writer runs and,
+    when one has exited with an error, records how and interrupts the wait (a
+    KeyboardInterrupt in the main thread). Yields the list of deaths recorded.
+    Ctrl-C stops this process only (the workers, forked with a handler that ignores it,
+    would each print a traceback); the workers left are killed on the way out."""
+    resource_tracker.ensure_running()    # a child of ours as well, which must live on
+    me, parent = psutil.Process(), os.getpid()
+    existing = {child.pid for child in me.children()}
+    deaths: list[str] = []
+    finished = threading.Event()
+    interrupted_at: list[float] = []     # when the main thread was last interrupted
+
+    def interrupt() -> None:
+        interrupted_at.append(time.monotonic())
+        _thread.interrupt_main()
+
+    def workers() -> list[psutil.Process]:
+        return [child for child in me.children() if child.pid not in existing]
+
+    def watch() -> None:
+        while not finished.wait(0.2):
+            if interrupted_at:
+                # still running a second later: the KeyboardInterrupt was raised inside an
+                # at-fork callback (FFCV starting a worker), where Python prints and drops it
+                if time.monotonic() - interrupted_at[-1] > 1.0:
+                    interrupt()
+                continue
+            died = next(((child, how) for child in workers()
+                         if (how := _abnormal_exit(child.pid))), None)
+            if died:
+                deaths.append(f"process {died[0].pid} {died[1]}")
+                interrupt()
+
+    def on_ctrl_c(signum, frame):
+        if os.getpid() == parent:
+            interrupted_at.append(time.monotonic())
+            raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        yield deaths        # signals and interrupt_main reach the main thread only
+        return
+    previous = signal.signal(signal.SIGINT, on_ctrl_c)
+    watcher = threading.Thread(target=watch, name="ffcv-writer-watch", daemon=True)
+    watcher.start()
+    try:
+        try:
+            yield deaths
+        finally:
+            finished.set()
+            watcher.join()
+            signal.signal(signal.SIGINT, previous)
+    except BaseException:
+        for child in workers():     # they would go on writing, or wait on a queue forever
+            child.kill()
+        raise
+
+
+def _abnormal_exit(pid: int) -> str | None:
+    """How the child `pid` ended, if it has ended with an error (it stays unreaped)."""
+    try:
+        ended = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return None
+    if ended is None or (ended.si_code == os.CLD_EXITED and ended.si_status == 0):
+        return None
+    if ended.si_code == os.CLD_EXITED:
+        return f"exited with status {ended.si_status}"
+    return f"was killed by {signal.Signals(ended.si_status).name}"
+
+
+def _release(writer) -> None:
+    """The shared memory an interrupted DatasetWriter allocated (it frees it only on success)."""
+    memory = getattr(writer, "metadata_sm", None)
+    if memory is not None:
+        memory.close()
+        memory.unlink()
 
 
 def _remove_dead_temps(folder: Path, split_name: str) -> None:
