@@ -9,8 +9,10 @@ carry a timeout, and the prepared folders are shared through module-scoped fixtu
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import signal
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -728,6 +730,19 @@ def test_ctrl_c_while_writing_stops_the_conversion_and_its_workers(tmp_path, mon
     _, still_running = psutil.wait_procs(workers, timeout=10)   # killed, not left running
     assert workers and not still_running
     assert not [n for n in cache_contents(cache, root) if ".tmp" in n]
+    # an interrupt raised in logging's at-fork callback would have left its lock held:
+    # the next log call of any thread, anywhere in this process, would wait forever
+    taken = []
+
+    def take_and_give_back() -> None:
+        taken.append(logging._lock.acquire(timeout=5))
+        if taken[-1]:
+            logging._lock.release()
+
+    other = threading.Thread(target=take_and_give_back)
+    other.start()
+    other.join()
+    assert taken == [True]
 
 
 def test_dangling_links_are_refused(tmp_path):

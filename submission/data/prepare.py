@@ -20,6 +20,7 @@ import _thread
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import re
 import signal
@@ -309,8 +310,7 @@ def _interrupted_if_a_writer_dies():
     def watch() -> None:
         while not finished.wait(0.2):
             if interrupted_at:
-                # still running a second later: the KeyboardInterrupt was raised inside an
-                # at-fork callback (FFCV starting a worker), where Python prints and drops it
+                # still running a second later: the KeyboardInterrupt was deferred (above)
                 if time.monotonic() - interrupted_at[-1] > 1.0:
                     interrupt()
                 continue
@@ -321,9 +321,15 @@ def _interrupted_if_a_writer_dies():
                 interrupt()
 
     def on_ctrl_c(signum, frame):
-        if os.getpid() == parent:
-            interrupted_at.append(time.monotonic())
-            raise KeyboardInterrupt
+        if os.getpid() != parent:
+            return
+        interrupted_at.append(time.monotonic())
+        if frame is not None and frame.f_code.co_filename == logging.__file__:
+            # inside logging's at-fork lock handling (FFCV starting a worker): raised there,
+            # the exception is dropped and leaves logging's lock held for good; the watcher
+            # raises it again a second later
+            return
+        raise KeyboardInterrupt
 
     if threading.current_thread() is not threading.main_thread():
         yield deaths        # signals and interrupt_main reach the main thread only
