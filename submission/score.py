@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .config import RANGES
+
 BENCHMARK = "resnet"
 RULESET = "2.0.0"           # the parser of the round of the recipe; the file format is the same
 REQUIRED_RUNS = 5           # mlperf_logging.benchmark_meta: training resnet
@@ -117,10 +119,11 @@ def price_argument(text: str) -> float:
         price = float(text)
     except ValueError:
         price = math.nan
-    if not (math.isfinite(price) and price >= 0):
+    allowed = RANGES["price_usd_per_hour"]        # what the campaign's setting admits
+    if not (math.isfinite(price) and allowed.admits(price)):
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a price: give the whole system's USD per hour, a finite number "
-            ">= 0 (0: campaign.json's price)")
+            f"{allowed} (0: campaign.json's price)")
     return price
 
 

@@ -27,6 +27,9 @@ import numpy as np
 import torch
 
 
+RECOMPILE_ADVICE = "Run with TORCH_LOGS=recompiles to see why, or compile=false"
+
+
 @contextlib.contextmanager
 def preserved_state(*modules: torch.nn.Module):
     """Restore the modules' parameters and buffers, and every RNG, on exit."""
@@ -89,12 +92,10 @@ def warm_up(net: torch.nn.Module, model: torch.nn.Module, *, train_sides: list[i
                     f"torch.compile compiled nothing at {side} px during the warm-up: the step "
                     f"would run eagerly at that size inside the timed region (torch._dynamo "
                     f"recompile_limit {torch._dynamo.config.recompile_limit}; the schedule has "
-                    f"{len(train_sides)} sizes). Run with TORCH_LOGS=recompiles to see why, "
-                    "or compile=false")
+                    f"{len(train_sides)} sizes). {RECOMPILE_ADVICE}")
         if net_is_compiled and dynamic_shapes and compiled_graphs() == graphs_before:
             raise RuntimeError("torch.compile (dynamic shapes) compiled nothing during the warm-up: "
-                               "the step would run eagerly. Run with TORCH_LOGS=recompiles to see "
-                               "why, or compile=false")
+                               f"the step would run eagerly. {RECOMPILE_ADVICE}")
         model.eval()
         with torch.no_grad(), autocast():
             start = time.perf_counter()

@@ -376,22 +376,12 @@ def _remove_dead_temps(folder: Path, split_name: str) -> None:
     (kill -9, power loss): they are as large as the data set."""
     for tmp in sorted(folder.glob(f"{split_name}-*.beton.tmp-*")):
         match = re.fullmatch(r".*\.tmp-(\d+)(?:@(.*))?", tmp.name)
-        if not match or match[2] not in (None, socket.gethostname()) or _alive(int(match[1])):
+        if not match or match[2] not in (None, socket.gethostname()) or psutil.pid_exists(int(match[1])):
             continue
         size = tmp.stat().st_size
         tmp.unlink(missing_ok=True)
         print(f"[prepare] removed {tmp} ({size / 1e6:.1f} MB), left by process {match[1]}, "
               "which no longer runs", file=sys.stderr)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:     # e.g. another user's process
-        return True
-    return True
 
 
 def _listing(bad: list[tuple[Path, str]]) -> str:
