@@ -108,27 +108,49 @@ def hardware_differences(config: Config) -> list[str]:
     machine ([] when a log of this run would describe it truthfully)."""
     from . import inventory
     described = int(config.description.get("accelerators_per_node") or 0)
-    local = "use system=local, which describes this machine as it is"
+    local = config.system_id == "local"
+    use_local = "use system=local, which describes this machine as it is"
     problems = []
     if config.device_type == "cuda" and described == 0:
         problems.append("device=cuda, but this machine has no GPU that torch can see "
-                        "(CUDA_VISIBLE_DEVICES, driver); drop device=cuda to train on the CPU"
-                        if config.system_id == "local" else
+                        f"({_why_no_gpu()}); drop device=cuda to train on the CPU"
+                        if local else
                         f"device=cuda, but systems/{config.system_id}.json describes a machine "
-                        f"without accelerators; {local}")
+                        f"without accelerators; {use_local}")
     if config.device_type == "cpu" and described > 0:
         problems.append(f"device=cpu, but systems/{config.system_id}.json describes "
-                        f"{described} GPU(s) per node; {local}")
+                        f"{described} GPU(s) per node; "
+                        + ("use system=cpu, which describes this machine's CPU and no GPU"
+                           if local else use_local))
     if config.device_type == "cuda" and described and config.processes_per_node != described:
         problems.append(f"procs_per_node={config.processes_per_node}, but systems/"
                         f"{config.system_id}.json describes {described} GPUs per node; to train "
-                        "on fewer, hide the others with CUDA_VISIBLE_DEVICES and use system=local")
-    if config.device_type == "cuda" and not problems:
-        differences = inventory.mismatch(config.description, inventory.gpus())
-        if differences:
+                        "on fewer, hide the others with CUDA_VISIBLE_DEVICES"
+                        + (f" (e.g. CUDA_VISIBLE_DEVICES={','.join(map(str, range(config.processes_per_node)))})"
+                           if local else " and use system=local"))
+    if (local and config.dataset == "imagenet" and config.device_type == "cpu"
+            and not config.device):
+        problems.append(f"no GPU that torch can see ({_why_no_gpu()}), so this campaign would "
+                        f"train on {config.data_dir} on the CPU (on ImageNet: weeks): make the "
+                        "GPUs visible, or pass device=cpu to train on the CPU all the same")
+    if not problems:
+        found = inventory.gpus() if config.device_type == "cuda" else []
+        differences = inventory.mismatch(config.description, found)
+        if differences and not local:
             problems.append(f"systems/{config.system_id}.json does not describe this machine: "
-                            + "; ".join(differences) + f"; {local}")
+                            + "; ".join(differences) + f"; {use_local}")
     return problems
+
+
+def _why_no_gpu() -> str:
+    import torch
+    if not torch.version.cuda and not torch.version.hip:
+        return f"this torch ({torch.__version__}) was built without CUDA"
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and not visible.strip():
+        return "CUDA_VISIBLE_DEVICES is empty"
+    return "torch.cuda.is_available() is False: check the driver (nvidia-smi)" + (
+        f" and CUDA_VISIBLE_DEVICES={visible}" if visible else "")
 
 
 def torchrun_command(config: Config, train_args: list[str]) -> list[str]:
@@ -194,6 +216,25 @@ def _training_settings(settings: dict) -> dict:
     return {k: v for k, v in settings.items() if k not in OPERATIONAL_SETTINGS}
 
 
+# The system.json fields that say which machine and software ran a campaign's runs
+RUN_IDENTITY_FIELDS = (
+    "accelerators_per_node", "accelerator_model_name", "accelerator_memory_capacity",
+    "number_of_nodes", "host_processor_model_name", "host_processors_per_node",
+    "host_processor_core_count", "host_processor_vcpu_count", "host_memory_capacity",
+    "framework")
+
+
+def _hardware_changes(config: Config) -> list[str]:
+    """How this launch's description differs from the system.json of the campaign's
+    earlier runs ([] when it does not, or there is none)."""
+    recorded_file = system_dir(config) / "system.json"
+    if not recorded_file.is_file():
+        return []
+    recorded, now = read_json(recorded_file), run_description(config)
+    return [f"{key}: {recorded.get(key, '')!r} -> {now.get(key, '')!r}"
+            for key in RUN_IDENTITY_FIELDS if str(recorded.get(key, "")) != str(now.get(key, ""))]
+
+
 def _archive(config: Config, why: str) -> None:
     folder = system_dir(config)
     archive = results_root(config) / "archive" / f"{config.system_name}-{_stamp()}"
@@ -221,8 +262,10 @@ def load_campaign(config: Config) -> dict | None:
     seeds_differ = len(state["seeds"]) != config.runs or bool(
         config.seed_list and config.seed_list != state["seeds"])
     finished = all(result_path(config, i).is_file() for i in range(len(state["seeds"])))
+    complete = any(result_path(config, i).is_file() for i in range(len(state["seeds"])))
+    other_hardware = _hardware_changes(config) if complete else []
     if config.new_campaign:
-        if changed or seeds_differ or finished:
+        if changed or seeds_differ or finished or other_hardware:
             _archive(config, "new_campaign=true")
             return None
         print(f"[campaign] new_campaign=true, but {folder} holds an unfinished campaign with the "
@@ -233,6 +276,12 @@ def load_campaign(config: Config) -> dict | None:
             f"{folder} holds a campaign run with other settings ({details}). Its complete runs "
             "are kept; to start a new campaign with these settings pass new_campaign=true "
             "(the old one is archived under results/archive/), or change results_dir.")
+    if other_hardware:
+        raise CampaignError(
+            f"{folder} holds runs made on other hardware or software "
+            f"({'; '.join(other_hardware)}): one campaign's runs share one system description. "
+            "Its complete runs are kept; pass new_campaign=true to archive them and start anew "
+            "here, or give this machine another results_dir.")
     if seeds_differ:
         raise CampaignError(f"{folder} was started with runs={len(state['seeds'])} and seeds "
                             f"{state['seeds']}; pass new_campaign=true to change them")

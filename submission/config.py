@@ -499,11 +499,13 @@ def describe_machine(description: dict[str, Any]) -> dict[str, Any]:
     described = dict(description)
     if str(described.get("accelerators_per_node", "")) == "":
         found = inventory.gpus()
+        problem = inventory.mixed(found)
+        if problem:
+            raise ConfigError(problem)
         described.update({k: v for k, v in inventory.accelerator_fields(found).items()
                           if described.get(k, "") == ""})
         if not described.get("system_name"):
-            import psutil
-            described["system_name"] = inventory.local_system_name(found, psutil.cpu_count() or 1)
+            described["system_name"] = inventory.local_system_name(found, inventory.host()[0])
     return fill_from_host(described)
 
 

@@ -1,8 +1,10 @@
 """What accelerators this machine has, and whether a system descriptor describes it.
 
 `gpus()` lists the GPUs this process can use (CUDA_VISIBLE_DEVICES respected), read
-through torch.cuda, with nvidia-smi's extra facts (clocks, links) where it is installed.
-Tests replace `probe` with a fake inventory: `monkeypatch.setattr(inventory, "probe", ...)`.
+through torch.cuda, with nvidia-smi's extra facts (clocks, links), matched to torch's
+devices by UUID, where it is installed. `host()` gives the host facts a named descriptor
+states (vCPUs, memory). Tests replace `probe` and `host` with a fake machine:
+`monkeypatch.setattr(inventory, "probe", ...)`.
 
 `system=local` describes the machine from this inventory; a named descriptor (p4d, ...)
 describes fixed hardware, and `mismatch` says how this machine differs from it.
@@ -14,6 +16,9 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
+# Words of a GPU's name that say who made it or which product line, not which GPU it is
+_BRANDS = {"NVIDIA", "TESLA", "GEFORCE", "QUADRO", "AMD", "INSTINCT", "RADEON"}
+
 
 @dataclass(frozen=True)
 class GPU:
@@ -21,21 +26,47 @@ class GPU:
     memory_bytes: int
     max_clock_mhz: str = ""   # nvidia-smi clocks.max.sm, where available
     pcie: str = ""            # "PCIe Gen4 x16", where available
-    nvlink: bool = False      # nvidia-smi topo -m shows NV# links between GPUs
+    # NVLink to every other visible GPU (nvidia-smi topo -m); None: not known
+    nvlink: bool | None = None
+
+    @property
+    def mig_profile(self) -> str:
+        """"1g.5gb" for a MIG slice ("NVIDIA A100-SXM4-40GB MIG 1g.5gb"), else ""."""
+        found = re.search(r"\bMIG\s+(\S+)", self.name)
+        return found.group(1) if found else ""
 
     @property
     def family(self) -> str:
-        """A100, V100, H100, ... (the first token with a letter followed by digits)."""
-        for token in re.split(r"[\s\-_]+", self.name.replace("NVIDIA", "").replace("Tesla", "")):
+        """A100, V100, H100, L4, MI250X, RTX4090, GTX1080Ti: the model without the maker's
+        words, usable in a folder name."""
+        name = re.sub(r"\bMIG\s+\S+", "", self.name)
+        tokens = [t for t in re.split(r"[\s\-_]+", name) if t and t.upper() not in _BRANDS]
+        for token in tokens:
             if re.fullmatch(r"[A-Za-z]+\d+[A-Za-z]*", token):
                 return token.upper()
-        return self.name.strip()
+        return re.sub(r"[^A-Za-z0-9.]", "", "".join(tokens[:3])) or "GPU"
 
     @property
     def memory_gb(self) -> int:
-        """The marketed size: the "80GB" in the name, else the memory rounded to GB."""
-        found = re.search(r"(\d+)\s*GB", self.name, re.IGNORECASE)
-        return int(found.group(1)) if found else round(self.memory_bytes / 1e9)
+        """The marketed size: the "80GB" of the name where it agrees with the memory torch
+        reports (within 15%: a GH200's "480GB" is its CPU's), else that memory in GiB; a MIG
+        slice's own memory, never the whole GPU's of its name."""
+        measured = self.memory_bytes / 2**30
+        named = re.search(r"(\d+)\s*GB", self.name, re.IGNORECASE)
+        if named and not self.mig_profile and abs(int(named.group(1)) - measured) <= 0.15 * measured:
+            return int(named.group(1))
+        return round(measured)
+
+    @property
+    def memory_label(self) -> str:
+        """"80 GB" as named, or "22 GiB" as measured."""
+        named = str(self.memory_gb) in re.findall(r"(\d+)\s*GB", self.name, re.IGNORECASE)
+        return f"{self.memory_gb} GB" if named and not self.mig_profile else f"{self.memory_gb} GiB"
+
+    @property
+    def kind(self) -> str:
+        """H100-80GB, A100-MIG-1g.5gb: the part of a system name that says which GPU."""
+        return f"{self.family}-MIG-{self.mig_profile}" if self.mig_profile else f"{self.family}-{self.memory_gb}GB"
 
 
 def _nvidia_smi(*args: str) -> str:
@@ -48,75 +79,141 @@ def _nvidia_smi(*args: str) -> str:
     return done.stdout if done.returncode == 0 else ""
 
 
+def _smi_rows() -> dict[str, dict[str, str]]:
+    """nvidia-smi's facts per GPU UUID (without the "GPU-" prefix): index, clock, PCIe."""
+    rows = {}
+    listing = _nvidia_smi("--query-gpu=index,uuid,clocks.max.sm,pcie.link.gen.max,pcie.link.width.max",
+                          "--format=csv,noheader,nounits")
+    for line in listing.strip().splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) == 5:
+            index, uuid, clock, gen, width = parts
+            rows[uuid.removeprefix("GPU-").lower()] = {
+                "index": index,
+                "clock": f"{clock} MHz (max SM clock)" if clock.isdigit() else "",
+                "pcie": f"PCIe Gen{gen} x{width}" if gen.isdigit() and width.isdigit() else ""}
+    return rows
+
+
+def nvlinked(topology: str, indices: list[str]) -> bool | None:
+    """Whether `nvidia-smi topo -m` shows an NV# link between every two of these GPUs
+    (nvidia-smi's indices); None when the matrix does not cover them."""
+    lines = [line.split() for line in topology.splitlines() if line.strip()]
+    if not lines:
+        return None
+    header = [cell for cell in lines[0] if cell.startswith("GPU")]
+    matrix = {row[0]: dict(zip(header, row[1:])) for row in lines[1:] if row and row[0] in header}
+    names = [f"GPU{i}" for i in indices]
+    if any(name not in matrix for name in names):
+        return None
+    return all(re.fullmatch(r"NV\d+", matrix[a].get(b, "")) for a in names for b in names if a != b)
+
+
 def _torch_probe() -> list[GPU]:
     import torch
     if not torch.cuda.is_available():
         return []
-    rows = _nvidia_smi("--query-gpu=clocks.max.sm,pcie.link.gen.max,pcie.link.width.max",
-                       "--format=csv,noheader,nounits").strip().splitlines()
-    nvlink = bool(re.search(r"\bNV\d+\b", _nvidia_smi("topo", "-m")))
-    found = []
-    for index in range(torch.cuda.device_count()):
-        props = torch.cuda.get_device_properties(index)
-        clock = pcie = ""
-        # nvidia-smi lists every GPU, torch only the visible ones: use its rows only when
-        # nothing is hidden
-        if len(rows) == torch.cuda.device_count():
-            parts = [p.strip() for p in rows[index].split(",")]
-            if len(parts) == 3:
-                clock = f"{parts[0]} MHz (max SM clock)" if parts[0].isdigit() else ""
-                pcie = f"PCIe Gen{parts[1]} x{parts[2]}" if parts[1].isdigit() else ""
-        found.append(GPU(props.name, props.total_memory, clock, pcie, nvlink))
-    return found
+    smi = _smi_rows()
+    visible = [torch.cuda.get_device_properties(device) for device in range(torch.cuda.device_count())]
+    rows = [smi.get(str(getattr(props, "uuid", "")).lower(), {}) for props in visible]
+    links = None
+    if len(visible) > 1 and all(rows):
+        links = nvlinked(_nvidia_smi("topo", "-m"), [row["index"] for row in rows])
+    return [GPU(props.name, props.total_memory, row.get("clock", ""), row.get("pcie", ""), links)
+            for props, row in zip(visible, rows)]
+
+
+def _host_probe() -> tuple[int, int]:
+    import psutil
+    return psutil.cpu_count() or 1, psutil.virtual_memory().total
 
 
 probe = _torch_probe
+host = _host_probe
 
 
 def gpus() -> list[GPU]:
     return list(probe())
 
 
+def mixed(found: list[GPU]) -> str:
+    """Why these GPUs cannot be one system's accelerators ("" when they are all one kind):
+    a campaign gives every process the same batch, and a description names one kind."""
+    if len({(g.name, g.memory_bytes) for g in found}) <= 1:
+        return ""
+    listing = "; ".join(f"{i}: {g.name} ({g.memory_bytes / 2**30:.0f} GiB)" for i, g in enumerate(found))
+    first = [str(i) for i, g in enumerate(found) if (g.name, g.memory_bytes) == (found[0].name, found[0].memory_bytes)]
+    return (f"this machine's visible GPUs are not all alike ({listing}); one run trains the same "
+            f"batch on every GPU and its description names one kind of GPU: make one kind visible, "
+            f"e.g. CUDA_VISIBLE_DEVICES={','.join(first)}")
+
+
 def local_system_name(found: list[GPU], vcpus: int) -> str:
     """local_1xH100-80GB, local_8xA100-40GB, local_cpu_2c: machines never share a folder."""
     if not found:
         return f"local_cpu_{vcpus}c"
-    kinds = sorted({f"{g.family}-{g.memory_gb}GB" for g in found})
-    return f"local_{len(found)}x{'+'.join(kinds)}"
+    return f"local_{len(found)}x{'+'.join(sorted({g.kind for g in found}))}"
 
 
 def accelerator_fields(found: list[GPU]) -> dict[str, str]:
-    """The MLPerf accelerator fields of these GPUs (empty strings without GPUs)."""
+    """The MLPerf accelerator fields of these GPUs (empty strings without GPUs, and for
+    what could not be read)."""
     if not found:
         return {"accelerators_per_node": "0", "accelerator_model_name": "",
                 "accelerator_memory_capacity": "", "accelerator_frequency": "",
                 "accelerator_host_interconnect": "", "accelerator_interconnect": ""}
     first = found[0]
-    names = sorted({g.name for g in found})
+    interconnect = ""
+    if len(found) > 1 and first.nvlink is not None:
+        interconnect = ("NVLink (nvidia-smi topo -m)" if first.nvlink
+                        else "PCIe (nvidia-smi topo -m: no NVLink between them)")
     return {
         "accelerators_per_node": str(len(found)),
-        "accelerator_model_name": " + ".join(names),
-        "accelerator_memory_capacity": f"{first.memory_gb} GB",
+        "accelerator_model_name": " + ".join(sorted({g.name for g in found})),
+        "accelerator_memory_capacity": first.memory_label,
         "accelerator_frequency": first.max_clock_mhz,
         "accelerator_host_interconnect": first.pcie,
-        "accelerator_interconnect": ("NVLink (nvidia-smi topo -m)" if first.nvlink
-                                     else "PCIe" if len(found) > 1 else ""),
+        "accelerator_interconnect": interconnect,
     }
 
 
+def _same_model(a: str, b: str) -> bool:
+    def squeeze(name: str) -> str:
+        return re.sub(r"[^a-z0-9]", "", name.lower())
+    return squeeze(a) == squeeze(b)
+
+
+def _stated_bytes(text: str) -> float | None:
+    """"1152 GiB", "680 GB" -> bytes; None when the field does not state a size."""
+    found = re.fullmatch(r"\s*([\d.]+)\s*(GiB|GB|TiB|TB)\s*", str(text), re.IGNORECASE)
+    if not found:
+        return None
+    unit = {"gib": 2**30, "gb": 1e9, "tib": 2**40, "tb": 1e12}[found.group(2).lower()]
+    return float(found.group(1)) * unit
+
+
 def mismatch(description: dict, found: list[GPU]) -> list[str]:
-    """How this machine differs from a descriptor's fixed accelerators ([] when it matches)."""
+    """How this machine differs from a named descriptor's fixed hardware ([] when it
+    matches): the GPUs (count, model as the driver names it, memory) and the host facts
+    it states (vCPUs; memory within 15%: a machine shows a little less than it has)."""
+    problems = []
+    vcpus, memory = host()
+    stated_vcpus = str(description.get("host_processor_vcpu_count", "")).strip()
+    if stated_vcpus.isdigit() and int(stated_vcpus) != vcpus:
+        problems.append(f"it describes {stated_vcpus} vCPUs, this machine has {vcpus}")
+    stated_memory = _stated_bytes(description.get("host_memory_capacity", ""))
+    if stated_memory and not 0.85 * stated_memory <= memory <= 1.05 * stated_memory:
+        problems.append(f"it describes {description['host_memory_capacity']} of host memory, "
+                        f"this machine has {memory / 2**30:.0f} GiB")
     wanted = int(description.get("accelerators_per_node") or 0)
     if wanted == 0:
-        return []
+        return problems
     model = str(description.get("accelerator_model_name", ""))
-    expected = GPU(model, 0)
     capacity = re.search(r"(\d+)", str(description.get("accelerator_memory_capacity", "")))
-    problems = []
     if len(found) != wanted:
         problems.append(f"it describes {wanted} GPU(s) per node, this machine has {len(found)} visible")
     kinds = sorted({f"{g.name} ({g.memory_gb} GB)" for g in found})
-    if found and any(g.family != expected.family for g in found):
+    if found and any(not _same_model(g.name, model) for g in found):
         problems.append(f"it describes {model}, this machine has {', '.join(kinds)}")
     elif found and capacity and any(g.memory_gb != int(capacity.group(1)) for g in found):
         problems.append(f"it describes {model} with {capacity.group(1)} GB, this machine has "

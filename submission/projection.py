@@ -121,6 +121,17 @@ _COUNT = (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "
 _SECONDS = (lambda v: _is_number(v) and v >= 0, "a number of seconds >= 0")
 
 
+def loader_cost_not_hidden(profile: dict[str, Any]) -> float:
+    """Seconds per image that feeding the step from the loader adds to the step itself
+    (the bench's "step fed by the loader" against its synthetic step, both at the training
+    resolution): on a CPU the loader's threads take the cores the step computes on; on a
+    GPU the loader works beside it and this is about 0."""
+    fed, synthetic = profile.get("fed_step_img_per_s"), profile.get("step_img_per_s")
+    if not fed or not synthetic:
+        return 0.0
+    return max(0.0, 1 / fed - 1 / synthetic)
+
+
 def profile_problems(profile: dict[str, Any]) -> list[str]:
     """Each field the projection reads that is not of the type and range the bench writes."""
     def at(name: str) -> Any:
@@ -138,7 +149,8 @@ def profile_problems(profile: dict[str, Any]) -> list[str]:
               ("loader", _OBJECT, True), ("loader.img_per_s", _RATE, True),
               ("loader.threads", _COUNT, True), ("setup_s", _OBJECT, False),
               ("setup_s.in_run_first_epoch_extra", _SECONDS, False),
-              ("setup_s.first_eval_extra", _SECONDS, False), ("loader_setup_s", _OBJECT, False)]
+              ("setup_s.first_eval_extra", _SECONDS, False), ("loader_setup_s", _OBJECT, False),
+              ("step_img_per_s", _RATE, False), ("fed_step_img_per_s", _RATE, False)]
     for side in sides:
         fields += [(f"train_step.{side}", _OBJECT, True), (f"train_step.{side}.img_per_s", _RATE, True),
                    (f"train_step.{side}.first_step_s", _SECONDS, False)]
@@ -217,6 +229,7 @@ def project(config: Config, profile: dict[str, Any], profile_name: str,
     threads = max(1, min(config.workers_per_device, vcpus // config.processes_per_node))
     loader = profile["loader"]
     loader_rate = loader["img_per_s"] / loader["threads"] * threads * processes
+    unhidden = loader_cost_not_hidden(profile)
 
     setup = profile.get("setup_s") or {}
     # measured in fresh processes by the bench: the loaders' set-up after run_start
@@ -230,8 +243,10 @@ def project(config: Config, profile: dict[str, Any], profile_name: str,
             steps = min(steps, stop - first)
             if steps <= 0:
                 break
-            step_rate = profile["train_step"][str(side)]["img_per_s"] * processes * dp_efficiency
-            rate, limit = (step_rate, "step") if step_rate <= loader_rate else (loader_rate, "loader")
+            per_image = 1 / profile["train_step"][str(side)]["img_per_s"] + unhidden
+            step_rate = processes * dp_efficiency / per_image
+            rate, limit = ((step_rate, "step + loader" if unhidden else "step") if step_rate <= loader_rate
+                           else (loader_rate, "loader"))
             images = steps * config.global_batch_size
             parts.append(Part(f"train {side} px, epochs {first / steps_per_epoch:.3g}-"
                               f"{(first + steps) / steps_per_epoch:.3g}", images, rate, limit,
@@ -291,6 +306,12 @@ def project(config: Config, profile: dict[str, Any], profile_name: str,
         f"loader threads per process: {threads} = min(workers_per_device {config.workers_per_device}, "
         f"{vcpu_source} / {config.processes_per_node} processes); the profile's loader ran "
         f"{loader['threads']} threads at {loader['img_per_s']:,.0f} img/s, scaled per thread",
+        f"the loader's work the step does not hide: {unhidden * 1e3:.3g} ms per image per process, "
+        "added at every side (FFCV decodes and crops at the training resolution whatever the "
+        "side); " + (f"the step fed by the loader ran at {profile['fed_step_img_per_s']:,.1f} img/s "
+                     f"against {profile['step_img_per_s']:,.1f} on synthetic batches, at "
+                     f"{settings.get('train_resolution', '?')} px"
+                     if "fed_step_img_per_s" in profile else "the profile does not measure it"),
         f"epochs from the {config.recipe} recipe on {config.system_id}: {config.train_epochs:g} "
         f"({config.epochs:g} x scale_schedule_ratio {config.scale_schedule_ratio:g}), "
         f"{steps_per_epoch} steps per epoch from {train_images:,} training images, "

@@ -150,6 +150,28 @@ def test_new_campaign_archives_instead_of_overwriting(tmp_path):
     assert not done.exists()
 
 
+def test_runs_made_on_other_hardware_are_not_resumed_under_a_new_description(tmp_path):
+    """An A100 PCIe card gets the same folder name as an SXM4 one (local_1xA100-40GB): a
+    campaign begun on one is not continued on the other, whose system.json would then
+    describe both machines' runs."""
+    from submission import campaign
+    from submission.config import resolve
+    config = resolve("cpu", {"results_dir": str(tmp_path), "runs": "2", "seeds": "1,2"})
+    record(config)
+    recorded = campaign.run_description(config)
+    campaign.write_json(campaign.system_dir(config) / "system.json",
+                        {**recorded, "host_processor_vcpu_count": "64"})
+    assert campaign.load_campaign(config)["seeds"] == [1, 2]     # no complete run yet
+    done = campaign.result_path(config, 0)
+    done.parent.mkdir(parents=True)
+    done.write_text("a finished run\n")
+    with pytest.raises(campaign.CampaignError) as refused:
+        campaign.load_campaign(config)
+    assert f"host_processor_vcpu_count: '64' -> '{recorded['host_processor_vcpu_count']}'" in str(refused.value)
+    anew = resolve("cpu", {"results_dir": str(tmp_path), "runs": "2", "seeds": "1,2", "new_campaign": "true"})
+    assert campaign.load_campaign(anew) is None and not done.exists()
+
+
 def test_campaign_record_cut_mid_write_is_named_with_its_line(tmp_path):
     from submission import campaign
     from submission.config import resolve

@@ -69,7 +69,7 @@ def test_a_campaign_that_fails_before_recording_leaves_no_results_folder(tmp_pat
     (tmp_path / "images" / "train").mkdir(parents=True)
     (tmp_path / "images" / "val").mkdir()
     results = tmp_path / "results"
-    config = resolve("local", {"data_dir": str(tmp_path / "images"), "workers_per_device": "1",
+    config = resolve("local", {"data_dir": str(tmp_path / "images"), "workers_per_device": "1", "device": "cpu",
                                "results_dir": str(results), "cache_dir": str(tmp_path / "cache")})
     with pytest.raises(ConfigError, match="train has no class folders"):
         campaign.run_campaign(config)

@@ -13,10 +13,17 @@ A100_40 = inventory.GPU("NVIDIA A100-SXM4-40GB", 42_298_000_000, "1410 MHz (max 
 A100_80 = inventory.GPU("NVIDIA A100-SXM4-80GB", 85_100_000_000)
 
 
+A100_PCIE = inventory.GPU("NVIDIA A100-PCIE-40GB", 42_298_000_000)
+T4 = inventory.GPU("Tesla T4", 15_828_000_000)
+P4D_HOST = (96, 1_121 * 2**30)     # a p4d.24xlarge's 1152 GiB, less what the kernel keeps
+
+
 @pytest.fixture
 def gpus(monkeypatch):
+    """A faked machine: the GPUs the test adds, on a host with a p4d.24xlarge's CPUs and memory."""
     found: list[inventory.GPU] = []
     monkeypatch.setattr(inventory, "probe", lambda: list(found))
+    monkeypatch.setattr(inventory, "host", lambda: P4D_HOST)
     return found
 
 
@@ -51,7 +58,8 @@ def test_local_without_data_runs_the_embedded_campaign_on_what_it_finds(gpus):
 @pytest.mark.parametrize("found, overrides, message", [
     ([H100], {}, "describes 8 GPU(s) per node, this machine has 1 visible"),
     ([H100] * 8, {}, "describes NVIDIA A100-SXM4-40GB, this machine has NVIDIA H100"),
-    ([A100_80] * 8, {}, "with 40 GB, this machine has NVIDIA A100-SXM4-80GB (80 GB)"),
+    ([A100_80] * 8, {}, "describes NVIDIA A100-SXM4-40GB, this machine has NVIDIA A100-SXM4-80GB (80 GB)"),
+    ([A100_PCIE] * 8, {}, "describes NVIDIA A100-SXM4-40GB, this machine has NVIDIA A100-PCIE-40GB (40 GB)"),
     ([A100_40] * 8, {"procs_per_node": "1"}, "procs_per_node=1, but systems/p4d.json describes 8 GPUs per node; to train on fewer, hide the others with CUDA_VISIBLE_DEVICES"),
     ([A100_40] * 8, {"device": "cpu"}, "device=cpu, but systems/p4d.json describes 8 GPU(s)"),
 ])
@@ -91,3 +99,115 @@ def test_the_logged_world_is_the_launched_one():
 def test_device_cuda_on_a_local_machine_without_gpu_says_so(gpus):
     with pytest.raises(ConfigError, match="this machine has no GPU that torch can see"):
         campaign.check_launchable(resolve("local", {"device": "cuda", "workers_per_device": "1"}))
+
+
+@pytest.mark.parametrize("host, message", [
+    ((2, 1_121 * 2**30), "it describes 96 vCPUs, this machine has 2"),
+    ((96, 24 * 2**30), "it describes 1152 GiB of host memory, this machine has 24 GiB"),
+])
+def test_a_named_system_on_another_host_is_refused(gpus, monkeypatch, tmp_path, host, message):
+    """The descriptor's host facts are what system.json will say: they must be this host's."""
+    gpus.extend([A100_40] * 8)
+    monkeypatch.setattr(inventory, "host", lambda: host)
+    cfg = resolve("p4d", {"data_dir": str(tmp_path), "workers_per_device": "1"})
+    assert any(message in problem for problem in campaign.hardware_differences(cfg))
+
+
+@pytest.mark.parametrize("name, memory, family, memory_gb, kind", [
+    ("NVIDIA GeForce RTX 4090", 25_393_692_672, "RTX4090", 24, "RTX4090-24GB"),
+    ("NVIDIA RTX A6000", 51_041_271_808, "A6000", 48, "A6000-48GB"),
+    ("NVIDIA L4", 23_580_639_232, "L4", 22, "L4-22GB"),
+    ("NVIDIA H100 NVL", 100_485_349_376, "H100", 94, "H100-94GB"),
+    ("NVIDIA H100 80GB HBM3", 85_520_000_000, "H100", 80, "H100-80GB"),
+    ("Tesla V100-SXM2-16GB", 16_935_419_904, "V100", 16, "V100-16GB"),
+    ("NVIDIA GeForce GTX 1080 Ti", 11_721_506_816, "GTX1080Ti", 11, "GTX1080Ti-11GB"),
+    ("NVIDIA A100-SXM4-40GB MIG 1g.5gb", 5_100_000_000, "A100", 5, "A100-MIG-1g.5gb"),
+    ("NVIDIA GH200 480GB", 102_005_473_280, "GH200", 95, "GH200-95GB"),
+    ("AMD Instinct MI250X", 68_702_699_520, "MI250X", 64, "MI250X-64GB"),
+])
+def test_gpu_names_become_folder_safe_kinds_with_their_own_memory(name, memory, family, memory_gb, kind):
+    gpu = inventory.GPU(name, memory)
+    assert (gpu.family, gpu.memory_gb, gpu.kind) == (family, memory_gb, kind)
+    assert gpu.memory_label == (f"{memory_gb} GB" if f"{memory_gb}GB" in name else f"{memory_gb} GiB")
+    assert inventory.local_system_name([gpu], 16) == f"local_1x{kind}"
+
+
+@pytest.mark.parametrize("found, visible", [([A100_80, T4], "0"), ([A100_40, A100_PCIE, A100_40], "0,2")])
+def test_a_machine_with_unlike_gpus_is_refused_with_the_ones_to_keep(gpus, found, visible):
+    gpus.extend(found)
+    with pytest.raises(ConfigError) as refused:
+        resolve("local", {"data_dir": "/data/imagenet"})
+    assert "not all alike" in str(refused.value) and f"CUDA_VISIBLE_DEVICES={visible}" in str(refused.value)
+    assert f"1: {found[1].name}" in str(refused.value)
+
+
+def test_imagenet_on_a_local_machine_without_gpu_needs_device_cpu(gpus, tmp_path):
+    cfg = resolve("local", {"data_dir": str(tmp_path), "workers_per_device": "1"})
+    assert cfg.device_type == "cpu"
+    with pytest.raises(ConfigError, match="would train on .* on the CPU \\(on ImageNet: weeks\\).*pass device=cpu"):
+        campaign.check_launchable(cfg)
+    chosen = resolve("local", {"data_dir": str(tmp_path), "workers_per_device": "1", "device": "cpu"})
+    campaign.check_launchable(chosen)
+
+
+def test_local_refusals_point_to_what_fits_not_back_to_local(gpus):
+    gpus.extend([A100_40] * 8)
+    with pytest.raises(ConfigError, match="use system=cpu, which describes this machine's CPU"):
+        campaign.check_launchable(resolve("local", {"device": "cpu", "workers_per_device": "1"}))
+    with pytest.raises(ConfigError, match=r"CUDA_VISIBLE_DEVICES \(e.g. CUDA_VISIBLE_DEVICES=0,1,2,3\)"):
+        campaign.check_launchable(resolve("local", {"procs_per_node": "4", "workers_per_device": "1"}))
+
+
+TOPOLOGY = """\
+\tGPU0\tGPU1\tGPU2\tGPU3\tCPU Affinity
+GPU0\t X \tNV12\tSYS\tNV12\t0-47
+GPU1\tNV12\t X \tSYS\tNV12\t0-47
+GPU2\tSYS\tSYS\t X \tSYS\t48-95
+GPU3\tNV12\tNV12\tSYS\t X \t0-47
+"""
+
+
+def test_nvlink_is_claimed_only_between_the_visible_gpus_it_joins():
+    assert inventory.nvlinked(TOPOLOGY, ["0", "1", "3"]) is True
+    assert inventory.nvlinked(TOPOLOGY, ["0", "2"]) is False
+    assert inventory.nvlinked(TOPOLOGY, ["0", "7"]) is None and inventory.nvlinked("", ["0", "1"]) is None
+
+
+def test_an_interconnect_nobody_measured_is_left_empty():
+    unknown = inventory.accelerator_fields([inventory.GPU("NVIDIA A100-SXM4-40GB", 42_298_000_000)] * 2)
+    assert unknown["accelerator_interconnect"] == ""
+    known = inventory.accelerator_fields([A100_40] * 2)
+    assert known["accelerator_interconnect"] == "NVLink (nvidia-smi topo -m)"
+    pcie = inventory.accelerator_fields([inventory.GPU("NVIDIA A100-PCIE-40GB", 1, nvlink=False)] * 2)
+    assert pcie["accelerator_interconnect"].startswith("PCIe")
+
+
+SMI_LISTING = """\
+0, GPU-aaaa0000-0000-0000-0000-000000000000, 1410, 4, 16
+1, GPU-bbbb1111-0000-0000-0000-000000000000, 1410, 4, 16
+2, GPU-cccc2222-0000-0000-0000-000000000000, 1275, 3, 8
+3, GPU-dddd3333-0000-0000-0000-000000000000, 1410, 4, 16
+"""
+
+
+def test_nvidia_smi_facts_follow_each_visible_gpu_by_uuid(monkeypatch):
+    """torch numbers the visible GPUs its own way (CUDA_VISIBLE_DEVICES=3,0 makes GPU 3
+    torch's device 0); nvidia-smi numbers all of them by bus: rows are matched by UUID."""
+    import types
+    import torch
+    visible = [types.SimpleNamespace(name="NVIDIA A100-SXM4-40GB", total_memory=42_298_000_000, uuid=u)
+               for u in ("dddd3333-0000-0000-0000-000000000000", "aaaa0000-0000-0000-0000-000000000000")]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: len(visible))
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: visible[i])
+    answers = {"--query-gpu": SMI_LISTING, "topo": TOPOLOGY}
+    monkeypatch.setattr(inventory, "_nvidia_smi", lambda *args: answers[args[0].split("=")[0]])
+    found = inventory._torch_probe()
+    assert [g.pcie for g in found] == ["PCIe Gen4 x16", "PCIe Gen4 x16"]
+    assert all(g.nvlink is True for g in found)           # GPU3 and GPU0: NV12
+    visible[1].uuid = "cccc2222-0000-0000-0000-000000000000"
+    found = inventory._torch_probe()
+    assert found[1].pcie == "PCIe Gen3 x8" and found[1].max_clock_mhz.startswith("1275")
+    assert all(g.nvlink is False for g in found)          # GPU3 and GPU2: SYS
+    monkeypatch.setattr(inventory, "_nvidia_smi", lambda *args: "")   # no nvidia-smi
+    assert [(g.pcie, g.nvlink) for g in inventory._torch_probe()] == [("", None), ("", None)]

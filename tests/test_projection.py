@@ -70,6 +70,26 @@ def test_a_slow_loader_limits_the_training_rate():
     assert train.limited_by == "loader" and train.img_per_s == pytest.approx(10.0 * threads)
 
 
+def test_loader_work_the_step_does_not_hide_is_added_per_image_at_every_side():
+    """On a CPU the loader's threads take the step's cores: the bench's step fed by the
+    loader (80 img/s) against its synthetic step (100 img/s) at 32 px costs 1/80 - 1/100 s
+    more per image, at every side, since FFCV decodes at the training resolution."""
+    config = _cpu()
+    hidden = projection.project(config, _profile([16, 20, 24, 28, 32], lambda s: 3200 / s), "p.json")
+    profile = _profile([16, 20, 24, 28, 32], lambda s: 3200 / s)
+    profile.update(step_img_per_s=100.0, fed_step_img_per_s=80.0)
+    slowed = projection.project(config, profile, "p.json")
+    for before, after in zip(hidden.parts, slowed.parts):
+        if before.limited_by == "step":
+            assert after.limited_by == "step + loader"
+            assert after.seconds - before.seconds == pytest.approx(before.images * (1 / 80 - 1 / 100))
+        else:
+            assert after.seconds == before.seconds
+    assert any("2.5 ms per image per process" in line for line in slowed.assumptions)
+    profile.update(fed_step_img_per_s=120.0)       # fed faster than synthetic: noise, nothing added
+    assert projection.project(config, profile, "p.json").run_minutes == hidden.run_minutes
+
+
 def test_eight_gpus_scale_with_the_stated_efficiency_and_price():
     config = config_module.resolve("p4d", {})
     per_epoch = 1_281_167 // config.global_batch_size
