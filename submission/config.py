@@ -54,8 +54,8 @@ HARNESS_SETTINGS: dict[str, tuple[Any, str]] = {
     "write_max_resolution": (500, "longest side stored in the .beton (Composer's create_ffcv_datasets.py: 500)"),
     "write_jpeg_quality": (90, "JPEG quality of stored images (create_ffcv_datasets.py: 90)"),
     "write_compress_probability": (0.5, "share of images stored as JPEG in proportion mode (0.5)"),
-    "train_limit": (0, "use only the first N training images (0: all)"),
-    "eval_limit": (0, "use only the first N validation images (0: all)"),
+    "train_limit": (0, "use only N training images, evenly spaced over the set (0: all)"),
+    "eval_limit": (0, "use only N validation images, evenly spaced over the set (0: all)"),
     # launch
     "batch_per_device": (256, "batch per process; global batch = this x processes"),
     "workers_per_device": (8, "FFCV loader threads per process"),
@@ -173,7 +173,7 @@ RANGES: dict[str, Range] = {
     "warmup_epochs": AT_LEAST_0, "eval_every_epochs": ABOVE_0,
 }
 CHOICES: dict[str, tuple[str, ...]] = {
-    "dataset": ("imagenet", "fashion-mnist"),       # `auto` is decided by `resolve`
+    "dataset": ("imagenet", "fashion-mnist"),       # `auto` is decided by `resolve` (see below)
     "device": ("", "cuda", "cpu"),
     "write_mode": ("raw", "jpg", "proportion", "smart"),
     "init_conv": ("kaiming_normal", "torchvision"), "init_bn_gamma": ("uniform", "ones"),
@@ -181,6 +181,9 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "resize_granularity": ("epoch", "step"), "resize_mode": ("nearest", "bilinear", "area"),
     "optimizer": ("sgdw",), "precision": ("amp", "fp32"), "amp_dtype": ("bf16", "fp16"),
 }
+# Values also accepted where a setting is given, which `resolve` turns into one of CHOICES
+# before `validate` sees them; `settings` lists them beside the CHOICES.
+RESOLVED_CHOICES: dict[str, tuple[str, ...]] = {"dataset": ("auto",)}
 # Seeds reach numpy's and FFCV's generators, which take unsigned 32-bit seeds.
 SEED_RANGE = Range(0, 2**32, high_open=True)
 
@@ -590,7 +593,7 @@ def _admits(key: str) -> str:
     if key in RANGES:
         return f"; {RANGES[key]}"
     if key in CHOICES:
-        return f"; one of {', '.join(c for c in CHOICES[key] if c)}"
+        return f"; one of {', '.join(c for c in CHOICES[key] + RESOLVED_CHOICES.get(key, ()) if c)}"
     return ""
 
 
