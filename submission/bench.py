@@ -74,6 +74,39 @@ def _timed(step, calls: int, device: torch.device, warmup: int = 2) -> float:
     return (time.perf_counter() - start) / calls
 
 
+def loader_alone(loader, batches: int, device: torch.device, restarts: int = 3) -> tuple[float, float | None]:
+    """The FFCV loader alone: its steady img/s inside an epoch, and the seconds an epoch's
+    start adds over a steady batch (FFCV starts its threads and fills its pipeline again;
+    a run pays it once an epoch). Each epoch's first batch is left out of the steady rate,
+    so a small data set, whose epochs are a few batches long, is measured as a large
+    one's; then `restarts` fresh epochs time their first batch. The very first epoch's
+    first batch (compiling, allocating) counts for neither."""
+    if len(loader) < 2:
+        raise ConfigError(f"the loader has {len(loader)} batch(es) an epoch: timing it needs at "
+                          "least 2 (more images, or a smaller batch_per_device)")
+    steady_s, steady_batches, images, starts = 0.0, 0, 0, []
+    while steady_batches < batches or len(starts) <= restarts:
+        epoch = iter(loader)
+        try:
+            last = time.perf_counter()
+            for position, (batch, _) in enumerate(epoch):
+                now = time.perf_counter()
+                if position == 0:
+                    starts.append(now - last)
+                elif steady_batches < batches:
+                    steady_s, steady_batches, images = steady_s + now - last, steady_batches + 1, images + len(batch)
+                last = now
+                if steady_batches >= batches:
+                    break
+        finally:
+            loaders.finish(epoch)
+            _sync(device)
+    rate, later_starts = images / steady_s, starts[1:]
+    if not later_starts:
+        return rate, None
+    return rate, max(0.0, sum(later_starts) / len(later_starts) - steady_s / steady_batches)
+
+
 def _first_call(step, device: torch.device) -> float:
     _sync(device)
     start = time.perf_counter()
@@ -257,8 +290,8 @@ def measure(config, steps: int) -> dict:
                                            shard=True)
     if len(train_loader) == 0:
         raise ConfigError(f"{data.train_samples} training images are fewer than one batch ({batch})")
+    figures["loader"], figures["loader_epoch_start"] = loader_alone(train_loader, steps * 3, device)
     stream = loaders.cycle(train_loader)
-    figures["loader"] = batch / _timed(lambda: next(stream), steps * 3, device)
     figures["fed_step"] = batch / _timed(lambda: train_step(*next(stream)), steps, device)
     stream.close()
 
@@ -301,7 +334,7 @@ def profile(config, figures: dict, steps: int) -> dict:
         "eval_img_per_s": figures["eval"],
         "eval_forward_img_per_s": figures["eval_forward"],
         "loader": {"img_per_s": figures["loader"], "threads": config.workers_per_device,
-                   "resolution": config.train_resolution},
+                   "resolution": config.train_resolution, "epoch_start_s": figures["loader_epoch_start"]},
         "setup_s": {"first_eval_extra": max(0.0, 1 / figures["eval_first"] - 1 / figures["eval"])},
         "plain_loop_img_per_s": figures["plain_loop"],
         "step_img_per_s": figures["step"],
@@ -335,6 +368,9 @@ def report(config, figures: dict, steps: int) -> str:
                         compiled_rows[first_side]["img_per_s"]))
     lines += [f"  {name:<40} {value:10.1f} img/s   {value / base:6.2f}x the recipe step"
               for name, value in rows]
+    lines += ["", f"  the loader alone is timed inside epochs; each epoch's start costs "
+              f"{figures['loader_epoch_start']:.2f} s more than a steady batch (threads started, "
+              "pipeline filled)"]
     overhead = figures["loop_overhead"]
     lines += ["", f"  around each step at {overhead['side']} px: normalise + resize "
               f"{overhead['normalize_resize_s'] * 1000:.1f} ms, EMA update {overhead['ema_s'] * 1000:.1f} ms "
@@ -391,9 +427,7 @@ def loader_sweep(overrides: dict, steps: int) -> str:
                                       config.workers_per_device, 0, device, False, config.crop_scale_min)
         if len(loader) == 0:
             raise ConfigError(f"{data.train_samples} training images are fewer than one batch ({batch})")
-        stream = loaders.cycle(loader)
-        rate = batch / _timed(lambda: next(stream), steps * 3, device)
-        stream.close()
+        rate, _ = loader_alone(loader, steps * 3, device, restarts=0)
         stored = Reader(data.train_path).alloc_table["size"].sum()   # without page padding
         rows.append(f"  {mode:<11} {max_resolution:>6} px  q{quality:<4} "
                     f"{stored / data.train_samples / 1024:9.1f} KiB/image {rate:10.1f} img/s")

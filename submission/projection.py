@@ -150,7 +150,8 @@ def profile_problems(profile: dict[str, Any]) -> list[str]:
               ("loader.threads", _COUNT, True), ("setup_s", _OBJECT, False),
               ("setup_s.in_run_first_epoch_extra", _SECONDS, False),
               ("setup_s.first_eval_extra", _SECONDS, False), ("loader_setup_s", _OBJECT, False),
-              ("step_img_per_s", _RATE, False), ("fed_step_img_per_s", _RATE, False)]
+              ("step_img_per_s", _RATE, False), ("fed_step_img_per_s", _RATE, False),
+              ("loader.epoch_start_s", _SECONDS, False)]
     for side in sides:
         fields += [(f"train_step.{side}", _OBJECT, True), (f"train_step.{side}.img_per_s", _RATE, True),
                    (f"train_step.{side}.first_step_s", _SECONDS, False)]
@@ -268,6 +269,11 @@ def project(config: Config, profile: dict[str, Any], profile_name: str,
             in_run = setup.get("in_run_first_epoch_extra", 0.0) + setup.get("first_eval_extra", 0.0)
             what = "in-run set-up: FFCV first epoch and first evaluation, first step at each side"
         parts.append(Part(what, 0, 0.0, "set-up", in_run + first_steps))
+        restarts = math.ceil(stop / steps_per_epoch) - 1     # the first start is in the set-up
+        if loader.get("epoch_start_s") is not None and restarts > 0:
+            parts.append(Part(f"the loader's start at each of {restarts} later epochs, "
+                              f"{loader['epoch_start_s']:.2f} s each", 0, 0.0, "loader",
+                              restarts * loader["epoch_start_s"]))
         return parts
 
     parts = parts_until(total_steps)

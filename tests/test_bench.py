@@ -25,6 +25,7 @@ def test_bench_on_a_small_training_set_writes_a_profile_of_every_size(tmp_path, 
     for figures in data["train_step"].values():
         assert figures["img_per_s"] > 0 and figures["first_step_s"] > 0
     assert data["eval_img_per_s"] > 0 and data["loader"]["img_per_s"] > 0
+    assert data["loader"]["epoch_start_s"] >= 0 and "each epoch's start costs" in done.stdout
     assert data["eval_forward_img_per_s"] > 0 and "evaluation forward, synthetic, 32 px" in done.stdout
     assert data["settings"]["cudnn_benchmark"] is False is data["settings"]["compile_dynamic"]
     assert 0 < data["mfu"]["mfu"] < 1 and data["mfu"]["flops_per_image"] > 1e8
@@ -122,3 +123,56 @@ def test_bench_refuses_a_round_count_that_is_no_whole_number():
     done = subprocess.run([sys.executable, "-m", "submission.bench", "compare=methods", "rounds=0"],
                           cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "rounds=0: give a whole number above 0" in done.stderr
+
+
+class _Epoch:
+    """An epoch of a loader whose start takes `start_s` and each batch `batch_s` (the
+    iterator protocol loaders.finish stops: close, is_alive)."""
+
+    def __init__(self, batches: int, start_s: float, batch_s: float):
+        self.left, self.start_s, self.batch_s, self.first = batches, start_s, batch_s, True
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        import time
+        import torch
+        if not self.left:
+            raise StopIteration
+        self.left -= 1
+        time.sleep(self.batch_s + (self.start_s if self.first else 0.0))
+        self.first = False
+        return torch.zeros(8, 1), torch.zeros(8)
+
+    def close(self):
+        self.left = 0
+
+    def is_alive(self):
+        return False
+
+
+class _Loader:
+    def __init__(self, batches: int, start_s: float, batch_s: float):
+        self.batches, self.start_s, self.batch_s = batches, start_s, batch_s
+
+    def __len__(self):
+        return self.batches
+
+    def __iter__(self):
+        return _Epoch(self.batches, self.start_s, self.batch_s)
+
+
+def test_loader_alone_separates_each_epochs_start_from_its_steady_rate():
+    """A 3-batch epoch that starts 0.2 s late: cycling through epochs (what the bench did)
+    would report a third of the rate; the steady rate and the start are told apart."""
+    import torch
+    import pytest
+    from submission.bench import loader_alone
+    rate, start = loader_alone(_Loader(3, 0.2, 0.01), 12, torch.device("cpu"))
+    assert rate == pytest.approx(8 / 0.01, rel=0.3)
+    assert start == pytest.approx(0.2, abs=0.05)
+    rate, start = loader_alone(_Loader(100, 0.2, 0.01), 12, torch.device("cpu"), restarts=0)
+    assert rate == pytest.approx(8 / 0.01, rel=0.3) and start is None
+    with pytest.raises(Exception, match="needs at\\s+least 2"):
+        loader_alone(_Loader(1, 0.0, 0.0), 4, torch.device("cpu"))

@@ -201,3 +201,17 @@ def test_an_unreadable_profile_names_the_file(tmp_path, capsys):
         err = capsys.readouterr().err
         assert f"profile {path} cannot be read as a JSON text file" in err
         assert "python -m submission.bench system=cpu" in err
+
+
+def test_each_later_epoch_pays_the_loaders_start():
+    """The bench's loader.epoch_start_s, once for every epoch after the first (whose start
+    is in the in-run set-up), up to the step the run ends at."""
+    config = _cpu(progressive_resize="false", epochs="2.5", eval_every_epochs="1")
+    profile = _profile([32], 100.0)
+    plain = projection.project(config, profile, "p.json")
+    profile["loader"]["epoch_start_s"] = 1.5
+    restarted = projection.project(config, profile, "p.json")
+    assert restarted.parts[-1].limited_by == "loader" and "each of 2 later epochs" in restarted.parts[-1].what
+    assert restarted.run_minutes - plain.run_minutes == pytest.approx(2 * 1.5 / 60)
+    # the early stop at the evaluation of epoch 2 crossed one epoch start
+    assert restarted.early_stop[1] - plain.early_stop[1] == pytest.approx(1.5 / 60)
