@@ -167,10 +167,10 @@ def _software() -> str:
             continue
     try:
         import torch
-        if torch.version.cuda and torch.cuda.is_available():
-            parts.append(f"CUDA {torch.version.cuda}")
+        if torch.cuda.is_available() and (torch.version.cuda or torch.version.hip):
+            parts.append(f"CUDA {torch.version.cuda}" if torch.version.cuda else f"ROCm {torch.version.hip}")
             if torch.backends.cudnn.is_available():
-                parts.append(f"cuDNN {torch.backends.cudnn.version()}")
+                parts.append(f"{'cuDNN' if torch.version.cuda else 'MIOpen'} {torch.backends.cudnn.version()}")
     except Exception:  # noqa: BLE001 - a broken torch must not stop the description
         pass
     return ", ".join(parts)

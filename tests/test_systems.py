@@ -155,3 +155,15 @@ def test_fill_from_host_survives_failing_probes(monkeypatch):
     assert filled["host_memory_capacity"] is None
     assert filled["host_processor_core_count"] == ""
     assert filled["host_storage_capacity"].endswith("GiB")   # its probe still works
+
+
+def test_software_names_rocm_and_miopen_on_a_rocm_torch(monkeypatch):
+    import torch
+    from submission import system_description
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.version, "cuda", None)
+    monkeypatch.setattr(torch.version, "hip", "6.2.41133")
+    monkeypatch.setattr(torch.backends.cudnn, "is_available", lambda: True)
+    monkeypatch.setattr(torch.backends.cudnn, "version", lambda: 3002000)
+    software = system_description._software()
+    assert "ROCm 6.2.41133" in software and "MIOpen 3002000" in software and "CUDA" not in software
