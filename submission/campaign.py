@@ -26,14 +26,20 @@ import threading
 import time
 from pathlib import Path
 
-from .config import REPO_ROOT, Config, ConfigError
+from .config import EMBEDDED_PRESET, REPO_ROOT, Config, ConfigError, load_descriptor
 
 # Settings that do not change what a run computes: they may differ on resume.
+# eval_batch_size: evaluation runs in eval mode (BatchNorm from its running statistics),
+# so each image's logits do not depend on its batch; only float rounding may differ, and
+# nothing of training reads the evaluation (lowering it is the answer to an evaluation
+# out of memory, which must not cost the complete runs).
 OPERATIONAL_SETTINGS = {
     "runs", "seeds", "new_campaign", "package", "results_dir", "node_rank", "master_addr",
     "master_port", "progress_every_steps", "price_usd_per_hour", "price_source", "price_date",
-    "org", "data_dir", "cache_dir", "val_labels", "cache_clear_cmd", "warmup",
+    "org", "data_dir", "cache_dir", "val_labels", "cache_clear_cmd", "warmup", "eval_batch_size",
 }
+# Where a setting's value was chosen by the harness, not by the user (Config.origin).
+HARNESS_CHOSEN = {"the harness defaults", EMBEDDED_PRESET.relative_to(REPO_ROOT).as_posix()}
 
 
 STOP_GRACE_S = 60     # after Ctrl-C, how long the workers get to log run_stop and exit
@@ -85,12 +91,12 @@ def result_path(config: Config, index: int) -> Path:
 
 def check_launchable(config: Config) -> None:
     """Fail before touching results/ when this machine cannot run the configuration, or
-    when the descriptor would describe hardware other than what runs."""
-    problems = hardware_differences(config)
-    cpus = os.cpu_count() or 1
-    if config.workers_per_device > cpus:
-        problems.append(f"workers_per_device={config.workers_per_device} exceeds this machine's "
-                        f"{cpus} CPUs (FFCV takes 1..{cpus}); pass workers_per_device={cpus}.")
+    when the descriptor would describe hardware other than what runs. A workers_per_device
+    the user did not choose is lowered here to fit the CPUs (what config.json records)."""
+    problems = hardware_differences(config) + gpu_problems(config)
+    workers = loader_workers_problem(config)
+    if workers:
+        problems.append(workers)
     if config.dataset == "imagenet":
         if not config.data_dir:
             problems.append("dataset=imagenet needs data_dir=FOLDER holding train/ and val/ "
@@ -135,7 +141,8 @@ def hardware_differences(config: Config) -> list[str]:
                         "GPUs visible, or pass device=cpu to train on the CPU all the same")
     if not problems:
         found = inventory.gpus() if config.device_type == "cuda" else []
-        differences = inventory.mismatch(config.description, found)
+        # what the file states, not the facts of this machine that fill its empty fields
+        differences = inventory.mismatch(load_descriptor(config.system_id), found)
         if differences and not local:
             problems.append(f"systems/{config.system_id}.json does not describe this machine: "
                             + "; ".join(differences) + f"; {use_local}")
@@ -151,6 +158,62 @@ def _why_no_gpu() -> str:
         return "CUDA_VISIBLE_DEVICES is empty"
     return "torch.cuda.is_available() is False: check the driver (nvidia-smi)" + (
         f" and CUDA_VISIBLE_DEVICES={visible}" if visible else "")
+
+
+def gpu_problems(config: Config) -> list[str]:
+    """What the visible GPUs and this torch build cannot do for the configuration: bf16
+    without bf16 tensor cores (compute capability below 8.0), several processes without
+    NCCL (gloo on the CPU)."""
+    import torch
+    import torch.distributed as dist
+    problems = []
+    bf16 = config.precision == "amp" and config.amp_dtype == "bf16"
+    # ROCm reports capabilities of its own (gfx versions): nothing is claimed there
+    if bf16 and config.device_type == "cuda" and torch.version.hip is None and torch.cuda.is_available():
+        older: dict[tuple[str, str], list[str]] = {}
+        for index in range(torch.cuda.device_count()):
+            capability = torch.cuda.get_device_capability(index)
+            if capability < (8, 0):
+                kind = (torch.cuda.get_device_name(index), "%d.%d" % capability)
+                older.setdefault(kind, []).append(str(index))
+        for (name, capability), indices in older.items():
+            problems.append(f"amp_dtype=bf16, but {name} (GPU {', '.join(indices)}) has compute "
+                            f"capability {capability}: bf16 tensor cores need 8.0 (A100, H100) or "
+                            "newer; use amp_dtype=fp16 (with a GradScaler, the published setting)")
+    if config.world_size > 1:
+        backend = "NCCL" if config.device_type == "cuda" else "gloo"
+        available = dist.is_available() and (
+            dist.is_nccl_available() if backend == "NCCL" else dist.is_gloo_available())
+        if not available:
+            one = ("one GPU (CUDA_VISIBLE_DEVICES=0 with system=local)" if backend == "NCCL"
+                   else "procs_per_node=1")
+            problems.append(
+                f"{config.world_size} processes ({config.processes_per_node} per node x "
+                f"{config.num_nodes} node(s)) on {config.device_type} talk through {backend}, "
+                f"and this torch build ({torch.__version__}) has no {backend}: install a torch "
+                f"build with {backend}, or train on {one}")
+    return problems
+
+
+def loader_workers_problem(config: Config) -> str | None:
+    """Loader threads of all processes of this node against the CPUs this process may run
+    on. A harness-chosen workers_per_device that does not fit is lowered (and said); one
+    the user chose is refused with the value that fits."""
+    from .distributed import usable_cpus
+    cpus, processes = usable_cpus(), config.processes_per_node
+    workers = config.workers_per_device
+    fits = max(1, cpus // processes)      # below one each the processes share CPUs anyway
+    if workers * processes <= cpus or workers <= fits:
+        return None
+    if config.origin("workers_per_device") in HARNESS_CHOSEN:
+        print(f"[campaign] workers_per_device={fits}: {cpus} usable CPUs / {processes} "
+              f"process(es) (was {workers})", flush=True)
+        config.settings["workers_per_device"] = fits
+        config.origins["workers_per_device"] = f"derived: {cpus} usable CPUs / {processes} process(es)"
+        return None
+    return (f"workers_per_device={workers} ({config.origin('workers_per_device')}) x "
+            f"{processes} process(es) per node is {workers * processes} loader threads, but this "
+            f"process may run on {cpus} CPUs; pass workers_per_device={fits}.")
 
 
 def torchrun_command(config: Config, train_args: list[str]) -> list[str]:
@@ -429,13 +492,21 @@ def _run_all(config: Config, seeds: list[int], config_file: Path, data_file: Pat
         print(f"[campaign] run {index + 1}/{len(seeds)}, seed {seeds[index]}{eta}", flush=True)
         started = time.monotonic()
         cleared = clear_cache(config)
+        progress = system_dir(config) / "progress" / f"run_{index}.log"
         rc = _launch(config, [
             "--config", str(config_file), "--data", str(data_file), "--run-index", str(index),
             "--runs", str(len(seeds)), "--seed", str(seeds[index]), "--result", str(final),
             "--cache-cleared", str(int(cleared)), "--remaining", str(len(todo) - position - 1)],
-            progress=system_dir(config) / "progress" / f"run_{index}.log")
+            progress=progress)
         if rc != 0 or not final.is_file():
+            from .out_of_memory import reported
             kept = f"its partial log is {partial}" if partial.exists() else "no log was written"
+            memory = reported(progress.read_text(errors="replace") if progress.is_file() else "")
+            if memory:
+                raise CampaignError(
+                    f"run {index + 1} failed (torchrun exit code {rc}): out of memory; {kept}. "
+                    "The same command would fail the same way; change the setting named here:\n"
+                    f"  {memory}")
             raise CampaignError(
                 f"run {index + 1} failed (torchrun exit code {rc}); {kept}. Fix the cause and "
                 "re-run the same command: complete runs are kept, this one is redone.")

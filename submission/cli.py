@@ -46,8 +46,10 @@ def cmd_run(words: list[str]) -> int:
           + (f", {config.description['accelerator_model_name']}" if config.device_type == "cuda" else ""),
           flush=True)
     if dry:
-        print(campaign.dry_run(config))
-        campaign.check_launchable(config)
+        try:
+            campaign.check_launchable(config)      # may lower workers_per_device
+        finally:    # printed also when refused: it shows what would have run
+            print(campaign.dry_run(config))
         return 0
     return campaign.run_campaign(config)
 

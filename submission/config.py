@@ -547,6 +547,8 @@ def validate(config: Config) -> None:
             and 0 <= config.resize_start_fraction <= config.resize_finish_fraction <= 1):
         problems.append("progressive resizing needs 0 < resize_initial_scale <= 1 and "
                         "0 <= resize_start_fraction <= resize_finish_fraction <= 1")
+    # a named descriptor's V100s, refused where no GPU can be asked (dry-run, project);
+    # campaign.gpu_problems asks the GPUs of the launching machine themselves
     accelerator = str(config.description.get("accelerator_model_name", ""))
     if (config.precision == "amp" and config.amp_dtype == "bf16" and config.device_type == "cuda"
             and "V100" in accelerator.upper()):

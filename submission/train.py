@@ -29,6 +29,7 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 
 from . import distributed as dist_utils
+from . import out_of_memory
 from .config import Config
 from .data import loaders
 from .data.prepare import PreparedData
@@ -216,7 +217,7 @@ def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed:
     """Build, then train until the target or the epoch budget; return the outcome."""
     seed_everything(seed)
     if ctx.device.type == "cpu":
-        torch.set_num_threads(config.cpu_threads or max(1, (os.cpu_count() or 1) // config.processes_per_node))
+        torch.set_num_threads(config.cpu_threads or max(1, dist_utils.usable_cpus() // config.processes_per_node))
     torch.backends.cudnn.benchmark = config.cudnn_benchmark
 
     model = model_from_config(config, data.num_classes).to(ctx.device)
@@ -249,12 +250,12 @@ def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed:
         if ctx.is_main:
             print(f"{label} {line}", flush=True)
 
+    eval_batch = config.eval_batch_size or config.batch_per_device
     if config.warmup:
         warm_up(net, model, train_sides=train_sides,
                 eval_side=config.eval_resolution, batch=config.batch_per_device,
-                eval_batches=loaders.eval_batch_sizes(
-                    data.eval_samples, config.eval_batch_size or config.batch_per_device,
-                    ctx.rank, ctx.world_size),
+                eval_batches=loaders.eval_batch_sizes(data.eval_samples, eval_batch, ctx.rank,
+                                                      ctx.world_size),
                 num_classes=data.num_classes, loss_fn=loss_fn, smoothing=config.label_smoothing,
                 autocast=autocast, normalize=normalize, device=ctx.device, log=say,
                 calls_per_side=3 if config.cuda_graphs else 1, net_is_compiled=config.compile,
@@ -285,9 +286,10 @@ def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed:
             for group in optimizer.param_groups:
                 group["lr"] = lr
             side = side_at(step, steps_per_epoch, total_steps, config)
-            x = resize_batch(normalize(images), side, config.resize_mode)
-            loss = optimizer_step(net, optimizer, scaler, autocast, loss_fn, x, labels,
-                                  config.label_smoothing)
+            with out_of_memory.At("training", side, config.batch_per_device, step + 1):
+                x = resize_batch(normalize(images), side, config.resize_mode)
+                loss = optimizer_step(net, optimizer, scaler, autocast, loss_fn, x, labels,
+                                      config.label_smoothing)
             step += 1
             if ema:
                 ema.update(model, step)
@@ -299,7 +301,8 @@ def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed:
                 log.eval_start(eval_epoch)
                 eval_model = ema.model if ema else model
                 dist_utils.average_buffers(eval_model)
-                accuracy = evaluate(eval_model, val_loader, normalize, autocast, data.eval_samples)
+                with out_of_memory.At("evaluation", config.eval_resolution, eval_batch, step):
+                    accuracy = evaluate(eval_model, val_loader, normalize, autocast, data.eval_samples)
                 log.eval_result(eval_epoch, accuracy)
                 report.evaluated(eval_epoch, accuracy, config.target_accuracy,
                                  time.monotonic() - eval_began)
@@ -391,7 +394,12 @@ def main(argv=None) -> int:
         print(f"{label} interrupted; partial log kept at {partial}", file=sys.stderr, flush=True)
         return 130
     except Exception as exc:
-        log.run_stop(False, reason=f"crashed: {type(exc).__name__}: {exc}")
+        if out_of_memory.is_out_of_memory(exc):
+            print(f"{label} {out_of_memory.advice(exc, config, ctx.device, ctx.rank)}",
+                  file=sys.stderr, flush=True)
+            log.run_stop(False, reason=f"crashed: {out_of_memory.reason(exc)}")
+        else:
+            log.run_stop(False, reason=f"crashed: {type(exc).__name__}: {exc}")
         log.close()
         raise
     log.close()

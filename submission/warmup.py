@@ -26,6 +26,8 @@ import time
 import numpy as np
 import torch
 
+from .out_of_memory import At
+
 
 RECOMPILE_ADVICE = "Run with TORCH_LOGS=recompiles to see why, or compile=false"
 
@@ -79,13 +81,14 @@ def warm_up(net: torch.nn.Module, model: torch.nn.Module, *, train_sides: list[i
         model.train()
         for side in train_sides:
             start, graphs = time.perf_counter(), compiled_graphs()
-            for _ in range(calls_per_side):
-                model.zero_grad(set_to_none=True)
-                labels = torch.randint(0, num_classes, (batch,), generator=generator).to(device)
-                with autocast():
-                    loss = loss_fn(net(normalize(batch_of(batch, side))), labels, smoothing)
-                loss.backward()
-            _sync(device)
+            with At("warm-up", side, batch):
+                for _ in range(calls_per_side):
+                    model.zero_grad(set_to_none=True)
+                    labels = torch.randint(0, num_classes, (batch,), generator=generator).to(device)
+                    with autocast():
+                        loss = loss_fn(net(normalize(batch_of(batch, side))), labels, smoothing)
+                    loss.backward()
+                _sync(device)
             seconds[side] = time.perf_counter() - start
             if net_is_compiled and not dynamic_shapes and compiled_graphs() == graphs:
                 raise RuntimeError(
@@ -97,7 +100,8 @@ def warm_up(net: torch.nn.Module, model: torch.nn.Module, *, train_sides: list[i
             raise RuntimeError("torch.compile (dynamic shapes) compiled nothing during the warm-up: "
                                f"the step would run eagerly. {RECOMPILE_ADVICE}")
         model.eval()
-        with torch.no_grad(), autocast():
+        with torch.no_grad(), autocast(), At("warm-up evaluation", eval_side,
+                                             max(eval_batches, default=0)):
             start = time.perf_counter()
             for eval_batch in eval_batches:
                 model(normalize(batch_of(eval_batch, eval_side)))  # evaluation runs eagerly

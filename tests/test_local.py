@@ -211,3 +211,146 @@ def test_nvidia_smi_facts_follow_each_visible_gpu_by_uuid(monkeypatch):
     assert all(g.nvlink is False for g in found)          # GPU3 and GPU2: SYS
     monkeypatch.setattr(inventory, "_nvidia_smi", lambda *args: "")   # no nvidia-smi
     assert [(g.pcie, g.nvlink) for g in inventory._torch_probe()] == [("", None), ("", None)]
+
+
+@pytest.fixture
+def cuda(monkeypatch):
+    """torch.cuda as it reads on a machine with these (name, capability) GPUs: the
+    hardware boundary gpu_problems queries."""
+    import torch
+    found: list[tuple[str, tuple[int, int]]] = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: bool(found))
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: len(found))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: found[i][0])
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda i=0: found[i][1])
+    monkeypatch.setattr(torch.version, "hip", None)
+    return found
+
+
+T4 = inventory.GPU("Tesla T4", 15_835_000_000)
+
+
+def test_bf16_on_a_gpu_without_bf16_tensor_cores_is_refused_before_anything_is_written(
+        gpus, cuda, tmp_path):
+    gpus.extend([T4, T4])
+    cuda.extend([("Tesla T4", (7, 5))] * 2)
+    settings = {"data_dir": str(tmp_path), "results_dir": str(tmp_path / "results"),
+                "workers_per_device": "1"}
+    with pytest.raises(ConfigError) as refused:
+        campaign.run_campaign(resolve("local", {**settings, "amp_dtype": "bf16"}))
+    assert ("amp_dtype=bf16, but Tesla T4 (GPU 0, 1) has compute capability 7.5: bf16 tensor "
+            "cores need 8.0") in str(refused.value)
+    assert "use amp_dtype=fp16" in str(refused.value)
+    assert not (tmp_path / "results").exists()
+    campaign.check_launchable(resolve("local", settings))                  # fp16: fine
+    campaign.check_launchable(resolve("local", {**settings, "amp_dtype": "bf16",
+                                                "precision": "fp32"}))     # no autocast
+
+
+def test_bf16_is_accepted_on_ampere_and_not_judged_on_rocm(gpus, cuda, tmp_path, monkeypatch):
+    import torch
+    gpus.append(A100_40)
+    cuda.append(("NVIDIA A100-SXM4-40GB", (8, 0)))
+    settings = {"data_dir": str(tmp_path), "workers_per_device": "1", "amp_dtype": "bf16"}
+    campaign.check_launchable(resolve("local", settings))
+    cuda[0] = ("AMD Instinct MI210", (9, 0))
+    monkeypatch.setattr(torch.version, "hip", "6.2")
+    monkeypatch.setattr(torch.cuda, "get_device_capability",
+                        lambda i=0: pytest.fail("a ROCm capability is not a CUDA one"))
+    campaign.check_launchable(resolve("local", settings))
+
+
+def test_several_gpus_without_nccl_are_refused(gpus, tmp_path, monkeypatch):
+    import torch.distributed
+    monkeypatch.setattr(torch.distributed, "is_nccl_available", lambda: False)
+    gpus.extend([A100_40] * 2)
+    settings = {"data_dir": str(tmp_path), "workers_per_device": "1"}
+    with pytest.raises(ConfigError) as refused:
+        campaign.check_launchable(resolve("local", settings))
+    assert ("2 processes (2 per node x 1 node(s)) on cuda talk through NCCL, and this torch "
+            "build") in str(refused.value)
+    assert "install a torch build with NCCL, or train on one GPU (CUDA_VISIBLE_DEVICES=0" in str(refused.value)
+    gpus[:] = [A100_40]                       # one process needs no process group
+    campaign.check_launchable(resolve("local", settings))
+
+
+def _dry_run(capsys, *words) -> tuple[int, str, str]:
+    from submission import cli
+    code = cli.main(["run", *words, "--dry-run"])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def cpus(monkeypatch):
+    """The CPUs this process may run on (its affinity)."""
+    import os
+    usable = {"count": 96}
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(usable["count"])))
+    return usable
+
+
+@pytest.fixture
+def host_of_96(monkeypatch):
+    """A 96-CPU machine (only where nothing starts a process per CPU)."""
+    import os
+    monkeypatch.setattr(os, "cpu_count", lambda: 96)
+
+
+def test_default_loader_workers_are_fitted_to_the_usable_cpus(gpus, cpus, host_of_96, tmp_path,
+                                                              capsys):
+    import json
+    gpus.extend([A100_40] * 8)
+    cpus["count"] = 12                      # e.g. taskset or a cgroup cpuset on a 96-CPU host
+    code, out, _ = _dry_run(capsys, "system=local", f"data_dir={tmp_path}")
+    assert code == 0
+    assert "[campaign] workers_per_device=1: 12 usable CPUs / 8 process(es) (was 8)" in out
+    printed = json.loads(out[out.index("{"):out.index("\n\ntorchrun command")])
+    assert printed["settings"]["workers_per_device"] == 1      # what config.json records
+    # the user's own value is refused with the one that fits
+    code, out, err = _dry_run(capsys, "system=local", f"data_dir={tmp_path}", "workers_per_device=4")
+    assert code == 2
+    assert ("workers_per_device=4 (the command line) x 8 process(es) per node is 32 loader "
+            "threads, but this process may run on 12 CPUs; pass workers_per_device=1.") in err
+    assert "[campaign] workers_per_device=" not in out
+
+
+def test_loader_workers_that_fit_are_left_as_they_are(gpus, cpus, host_of_96, tmp_path, capsys):
+    import json
+    gpus.extend([A100_40] * 8)              # p4d: 8 GPUs, 96 vCPUs, 8 workers each
+    code, out, err = _dry_run(capsys, "system=p4d", f"data_dir={tmp_path}")
+    assert code == 0, err
+    assert "[campaign] workers_per_device=" not in out
+    assert json.loads(out[out.index("{"):out.index("\n\ntorchrun command")])["settings"][
+        "workers_per_device"] == 8
+    gpus.clear()
+    cpus["count"] = 2                       # the embedded campaign as calibrated: 2 on 2 CPUs
+    cfg = resolve("cpu", {})
+    campaign.check_launchable(cfg)
+    assert cfg.workers_per_device == 2 and cfg.origin("workers_per_device") == "submission/embedded.yaml"
+    cpus["count"] = 1                       # its preset is the harness's choice too
+    campaign.check_launchable(cfg)
+    assert cfg.workers_per_device == 1 and cfg.origin("workers_per_device").startswith("derived: 1 usable")
+
+
+def test_the_fitted_loader_workers_are_what_the_campaign_records(cpus, tmp_path, cache_dir, monkeypatch):
+    """Through run_campaign: config.json (which the runs read) and campaign.json hold the
+    fitted value."""
+    import json
+    from conftest import quick_settings
+    from submission.config import parse_overrides
+    cpus["count"] = 1
+    settings = [s for s in quick_settings(tmp_path / "results", cache_dir, runs=1, seeds="1")
+                if not s.startswith("workers_per_device=")]
+    launched = []
+
+    def fake_launch(config, args, progress=None):
+        launched.append(json.loads(open(args[args.index("--config") + 1]).read()))
+        return 1
+    monkeypatch.setattr(campaign, "_launch", fake_launch)
+    cfg = resolve(None, parse_overrides(settings))
+    with pytest.raises(campaign.CampaignError, match="run 1 failed .* Fix the cause"):
+        campaign.run_campaign(cfg)
+    assert launched[0]["settings"]["workers_per_device"] == 1
+    state = json.loads((campaign.system_dir(cfg) / "campaign.json").read_text())
+    assert state["config"]["settings"]["workers_per_device"] == 1
