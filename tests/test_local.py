@@ -227,9 +227,6 @@ def cuda(monkeypatch):
     return found
 
 
-T4 = inventory.GPU("Tesla T4", 15_835_000_000)
-
-
 def test_bf16_on_a_gpu_without_bf16_tensor_cores_is_refused_before_anything_is_written(
         gpus, cuda, tmp_path):
     gpus.extend([T4, T4])
