@@ -15,6 +15,7 @@ order pads the last batch with repeats).
 """
 from __future__ import annotations
 
+import operator
 import queue
 
 import numpy as np
@@ -80,14 +81,15 @@ def eval_batch_sizes(num_samples: int, batch_size: int, rank: int, world_size: i
 
 def finish(batches) -> None:
     """Stop an FFCV epoch iterator left before its end, and wait for its thread. After
-    close() the thread still decodes until its queue is full; a process that exits while
-    it is inside a parallel numba kernel aborts ("terminate called without an active
-    exception"). At the epoch's end it blocks on a full queue with no timeout, so a slot
-    is freed whenever it is still alive: each lets it decode at most one more batch."""
+    close() the thread stops at its next full-queue timeout (0.5 s); a process that exits
+    while it is inside a parallel numba kernel aborts ("terminate called without an active
+    exception"). Only at the epoch's end, with every batch made, does it block on a full
+    queue with no timeout: a slot is freed then, and only then. Freeing one earlier lets it
+    decode another batch each time, to the epoch's end: 45-113 s on Fashion-MNIST here."""
     batches.close()
     while batches.is_alive():
         batches.join(timeout=0.5)
-        if batches.is_alive():
+        if batches.is_alive() and operator.length_hint(batches.iter_ixes) == 0:
             try:
                 batches.output_queue.get_nowait()
             except queue.Empty:
