@@ -151,7 +151,9 @@ def profile_problems(profile: dict[str, Any]) -> list[str]:
               ("setup_s.in_run_first_epoch_extra", _SECONDS, False),
               ("setup_s.first_eval_extra", _SECONDS, False), ("loader_setup_s", _OBJECT, False),
               ("step_img_per_s", _RATE, False), ("fed_step_img_per_s", _RATE, False),
-              ("loader.epoch_start_s", _SECONDS, False)]
+              ("loader.epoch_start_s", _SECONDS, False), ("loop_overhead", _OBJECT, False),
+              ("loop_overhead.normalize_resize_s", _SECONDS, False),
+              ("loop_overhead.ema_s", _SECONDS, False)]
     for side in sides:
         fields += [(f"train_step.{side}", _OBJECT, True), (f"train_step.{side}.img_per_s", _RATE, True),
                    (f"train_step.{side}.first_step_s", _SECONDS, False)]
@@ -231,6 +233,10 @@ def project(config: Config, profile: dict[str, Any], profile_name: str,
     loader = profile["loader"]
     loader_rate = loader["img_per_s"] / loader["threads"] * threads * processes
     unhidden = loader_cost_not_hidden(profile)
+    # the loop's own work around each step (normalising and resizing the batch, the EMA
+    # update), measured per step by the bench at the smallest side
+    overhead = profile.get("loop_overhead") or {}
+    loop_s = overhead.get("normalize_resize_s", 0.0) + overhead.get("ema_s", 0.0)
 
     setup = profile.get("setup_s") or {}
     # measured in fresh processes by the bench: the loaders' set-up after run_start
@@ -244,7 +250,8 @@ def project(config: Config, profile: dict[str, Any], profile_name: str,
             steps = min(steps, stop - first)
             if steps <= 0:
                 break
-            per_image = 1 / profile["train_step"][str(side)]["img_per_s"] + unhidden
+            per_image = (1 / profile["train_step"][str(side)]["img_per_s"] + unhidden
+                         + loop_s / config.batch_per_device)
             step_rate = processes * dp_efficiency / per_image
             rate, limit = ((step_rate, "step + loader" if unhidden else "step") if step_rate <= loader_rate
                            else (loader_rate, "loader"))
@@ -318,6 +325,9 @@ def project(config: Config, profile: dict[str, Any], profile_name: str,
                      f"against {profile['step_img_per_s']:,.1f} on synthetic batches, at "
                      f"{settings.get('train_resolution', '?')} px"
                      if "fed_step_img_per_s" in profile else "the profile does not measure it"),
+        (f"the loop's own work around each step: {loop_s * 1e3:.3g} ms (normalising and resizing "
+         f"the batch, the EMA update; the profile's loop_overhead at {overhead.get('side')} px)"
+         if overhead else "the loop's own work around each step: not in the profile, not counted"),
         f"epochs from the {config.recipe} recipe on {config.system_id}: {config.train_epochs:g} "
         f"({config.epochs:g} x scale_schedule_ratio {config.scale_schedule_ratio:g}), "
         f"{steps_per_epoch} steps per epoch from {train_images:,} training images, "

@@ -215,3 +215,14 @@ def test_each_later_epoch_pays_the_loaders_start():
     assert restarted.run_minutes - plain.run_minutes == pytest.approx(2 * 1.5 / 60)
     # the early stop at the evaluation of epoch 2 crossed one epoch start
     assert restarted.early_stop[1] - plain.early_stop[1] == pytest.approx(1.5 / 60)
+
+
+def test_the_loops_own_work_is_added_to_every_step():
+    """The bench's loop_overhead (normalise + resize, the EMA update; seconds per step)."""
+    config = _cpu(progressive_resize="false")
+    profile = _profile([32], 100.0)
+    plain = projection.project(config, profile, "p.json")
+    profile["loop_overhead"] = {"side": 16, "normalize_resize_s": 0.001, "ema_s": 0.003, "share_of_step": 0.01}
+    looped = projection.project(config, profile, "p.json")
+    assert looped.parts[0].seconds - plain.parts[0].seconds == pytest.approx(150 * 0.004)
+    assert any("4 ms (normalising and resizing" in line for line in looped.assumptions)
