@@ -86,9 +86,9 @@ def loader_alone(loader, batches: int, device: torch.device, restarts: int = 3) 
                           "least 2 (more images, or a smaller batch_per_device)")
     steady_s, steady_batches, images, starts = 0.0, 0, 0, []
     while steady_batches < batches or len(starts) <= restarts:
+        last = time.perf_counter()         # iter() starts the epoch: its work is the start's
         epoch = iter(loader)
         try:
-            last = time.perf_counter()
             for position, (batch, _) in enumerate(epoch):
                 now = time.perf_counter()
                 if position == 0:

@@ -29,6 +29,8 @@ from pathlib import Path
 from .config import EMBEDDED_PRESET, REPO_ROOT, Config, ConfigError, load_descriptor
 
 # Settings that do not change what a run computes: they may differ on resume.
+# workers_per_device: loader threads, fitted to the CPUs this process may use (which may
+# change between resumes); the images and their order come from the seed.
 # eval_batch_size: evaluation runs in eval mode (BatchNorm from its running statistics),
 # so each image's logits do not depend on its batch; only float rounding may differ, and
 # nothing of training reads the evaluation (lowering it is the answer to an evaluation
@@ -37,6 +39,7 @@ OPERATIONAL_SETTINGS = {
     "runs", "seeds", "new_campaign", "package", "results_dir", "node_rank", "master_addr",
     "master_port", "progress_every_steps", "price_usd_per_hour", "price_source", "price_date",
     "org", "data_dir", "cache_dir", "val_labels", "cache_clear_cmd", "warmup", "eval_batch_size",
+    "workers_per_device",
 }
 # Where a setting's value was chosen by the harness, not by the user (Config.origin).
 HARNESS_CHOSEN = {"the harness defaults", EMBEDDED_PRESET.relative_to(REPO_ROOT).as_posix()}
@@ -126,8 +129,9 @@ def hardware_differences(config: Config) -> list[str]:
     if config.device_type == "cpu" and described > 0:
         problems.append(f"device=cpu, but systems/{config.system_id}.json describes "
                         f"{described} GPU(s) per node; "
-                        + ("use system=cpu, which describes this machine's CPU and no GPU"
-                           if local else use_local))
+                        + (("use system=cpu" + (f" dataset=imagenet data_dir={config.data_dir}"
+                                                 if config.dataset == "imagenet" else "")
+                            + ", which describes this machine's CPU and no GPU") if local else use_local))
     if config.device_type == "cuda" and described and config.processes_per_node != described:
         problems.append(f"procs_per_node={config.processes_per_node}, but systems/"
                         f"{config.system_id}.json describes {described} GPUs per node; to train "
@@ -153,11 +157,12 @@ def _why_no_gpu() -> str:
     import torch
     if not torch.version.cuda and not torch.version.hip:
         return f"this torch ({torch.__version__}) was built without CUDA"
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    variable, tool = ("HIP_VISIBLE_DEVICES", "rocm-smi") if torch.version.hip else ("CUDA_VISIBLE_DEVICES", "nvidia-smi")
+    visible = os.environ.get(variable)
     if visible is not None and not visible.strip():
-        return "CUDA_VISIBLE_DEVICES is empty"
-    return "torch.cuda.is_available() is False: check the driver (nvidia-smi)" + (
-        f" and CUDA_VISIBLE_DEVICES={visible}" if visible else "")
+        return f"{variable} is empty"
+    return f"torch.cuda.is_available() is False: check the driver ({tool})" + (
+        f" and {variable}={visible}" if visible else "")
 
 
 def gpu_problems(config: Config) -> list[str]:
@@ -294,8 +299,23 @@ def _hardware_changes(config: Config) -> list[str]:
     if not recorded_file.is_file():
         return []
     recorded, now = read_json(recorded_file), run_description(config)
+
+    def same(key: str) -> bool:
+        before, after = str(recorded.get(key, "")), str(now.get(key, ""))
+        return _same_size(before, after) if key.endswith("memory_capacity") else before == after
     return [f"{key}: {recorded.get(key, '')!r} -> {now.get(key, '')!r}"
-            for key in RUN_IDENTITY_FIELDS if str(recorded.get(key, "")) != str(now.get(key, ""))]
+            for key in RUN_IDENTITY_FIELDS if not same(key)]
+
+
+def _same_size(before: str, after: str) -> bool:
+    """Two memory sizes as system.json writes them, alike within rounding: the host's moves
+    by a GiB with a kernel update, and harnesses before 2026-11-23 wrote a GPU's measured
+    memory in GB where it is now in GiB ("86 GB" then, "80 GiB" now)."""
+    from .inventory import stated_bytes
+    sizes = stated_bytes(before), stated_bytes(after)
+    if not all(sizes):
+        return before == after
+    return abs(sizes[0] - sizes[1]) <= max(2**30, 0.03 * sizes[0])
 
 
 def _archive(config: Config, why: str) -> None:
@@ -321,6 +341,8 @@ def load_campaign(config: Config) -> dict | None:
         return None
     state = read_json(state_file)
     before, now = _training_settings(state["config"]["settings"]), _training_settings(config.settings)
+    for settings in (before, now):      # device="" (the descriptor's choice) vs named alike
+        settings["device"] = settings.get("device") or config.device_type
     changed = sorted(k for k in before.keys() | now.keys() if before.get(k) != now.get(k))
     seeds_differ = len(state["seeds"]) != config.runs or bool(
         config.seed_list and config.seed_list != state["seeds"])

@@ -149,7 +149,9 @@ def mixed(found: list[GPU]) -> str:
 
 
 def local_system_name(found: list[GPU], vcpus: int) -> str:
-    """local_1xH100-80GB, local_8xA100-40GB, local_cpu_2c: machines never share a folder."""
+    """local_1xH100-80GB, local_8xA100-40GB, local_cpu_2c: which GPUs, how many. Machines
+    of one kind share it (an H100 PCIe and an H100 SXM are both H100-80GB): a campaign is
+    not resumed on other hardware (campaign.load_campaign)."""
     if not found:
         return f"local_cpu_{vcpus}c"
     return f"local_{len(found)}x{'+'.join(sorted({g.kind for g in found}))}"
@@ -178,12 +180,15 @@ def accelerator_fields(found: list[GPU]) -> dict[str, str]:
 
 
 def _same_model(a: str, b: str) -> bool:
+    """The same GPU model, whatever the maker's words (older drivers name an
+    "A100-SXM4-40GB" without "NVIDIA") and punctuation."""
     def squeeze(name: str) -> str:
-        return re.sub(r"[^a-z0-9]", "", name.lower())
+        words = [w for w in re.split(r"[\s\-_]+", name) if w.upper() not in _BRANDS]
+        return re.sub(r"[^a-z0-9]", "", "".join(words).lower())
     return squeeze(a) == squeeze(b)
 
 
-def _stated_bytes(text: str) -> float | None:
+def stated_bytes(text: str) -> float | None:
     """"1152 GiB", "680 GB" -> bytes; None when the field does not state a size."""
     found = re.fullmatch(r"\s*([\d.]+)\s*(GiB|GB|TiB|TB)\s*", str(text), re.IGNORECASE)
     if not found:
@@ -195,14 +200,15 @@ def _stated_bytes(text: str) -> float | None:
 def mismatch(description: dict, found: list[GPU]) -> list[str]:
     """How this machine differs from a named descriptor's fixed hardware ([] when it
     matches): the GPUs (count, model as the driver names it, memory) and the host facts
-    it states (vCPUs; memory within 15%: a machine shows a little less than it has)."""
+    it states (vCPUs; memory from 15% below to 10% above: a machine shows a little less
+    than it has, and clouds list GiB as "GB": 680 GB on an a2-highgpu-8g is 680 GiB)."""
     problems = []
     vcpus, memory = host()
     stated_vcpus = str(description.get("host_processor_vcpu_count", "")).strip()
     if stated_vcpus.isdigit() and int(stated_vcpus) != vcpus:
         problems.append(f"it describes {stated_vcpus} vCPUs, this machine has {vcpus}")
-    stated_memory = _stated_bytes(description.get("host_memory_capacity", ""))
-    if stated_memory and not 0.85 * stated_memory <= memory <= 1.05 * stated_memory:
+    stated_memory = stated_bytes(description.get("host_memory_capacity", ""))
+    if stated_memory and not 0.85 * stated_memory <= memory <= 1.10 * stated_memory:
         problems.append(f"it describes {description['host_memory_capacity']} of host memory, "
                         f"this machine has {memory / 2**30:.0f} GiB")
     wanted = int(description.get("accelerators_per_node") or 0)
@@ -212,7 +218,7 @@ def mismatch(description: dict, found: list[GPU]) -> list[str]:
     capacity = re.search(r"(\d+)", str(description.get("accelerator_memory_capacity", "")))
     if len(found) != wanted:
         problems.append(f"it describes {wanted} GPU(s) per node, this machine has {len(found)} visible")
-    kinds = sorted({f"{g.name} ({g.memory_gb} GB)" for g in found})
+    kinds = sorted({f"{g.name} ({g.memory_label})" for g in found})
     if found and any(not _same_model(g.name, model) for g in found):
         problems.append(f"it describes {model}, this machine has {', '.join(kinds)}")
     elif found and capacity and any(g.memory_gb != int(capacity.group(1)) for g in found):

@@ -129,7 +129,10 @@ def loader_cost_not_hidden(profile: dict[str, Any]) -> float:
     fed, synthetic = profile.get("fed_step_img_per_s"), profile.get("step_img_per_s")
     if not fed or not synthetic:
         return 0.0
-    return max(0.0, 1 / fed - 1 / synthetic)
+    # a loader slower than the step makes the fed step wait: that is the loader's limit,
+    # which the projection counts apart (from its own rate and the system's threads)
+    loader_alone = (profile.get("loader") or {}).get("img_per_s") or float("inf")
+    return max(0.0, 1 / fed - max(1 / synthetic, 1 / loader_alone))
 
 
 def profile_problems(profile: dict[str, Any]) -> list[str]:
@@ -237,6 +240,9 @@ def project(config: Config, profile: dict[str, Any], profile_name: str,
     # update), measured per step by the bench at the smallest side
     overhead = profile.get("loop_overhead") or {}
     loop_s = overhead.get("normalize_resize_s", 0.0) + overhead.get("ema_s", 0.0)
+    # normalising and resizing scale with the batch the bench measured; the EMA is per step
+    loop_per_image = (overhead.get("normalize_resize_s", 0.0) / settings.get("batch_per_device", config.batch_per_device)
+                      + overhead.get("ema_s", 0.0) / config.batch_per_device)
 
     setup = profile.get("setup_s") or {}
     # measured in fresh processes by the bench: the loaders' set-up after run_start
@@ -250,8 +256,7 @@ def project(config: Config, profile: dict[str, Any], profile_name: str,
             steps = min(steps, stop - first)
             if steps <= 0:
                 break
-            per_image = (1 / profile["train_step"][str(side)]["img_per_s"] + unhidden
-                         + loop_s / config.batch_per_device)
+            per_image = 1 / profile["train_step"][str(side)]["img_per_s"] + unhidden + loop_per_image
             step_rate = processes * dp_efficiency / per_image
             rate, limit = ((step_rate, "step + loader" if unhidden else "step") if step_rate <= loader_rate
                            else (loader_rate, "loader"))

@@ -172,6 +172,29 @@ def test_runs_made_on_other_hardware_are_not_resumed_under_a_new_description(tmp
     assert campaign.load_campaign(anew) is None and not done.exists()
 
 
+def test_a_campaign_resumes_across_what_does_not_change_its_runs(tmp_path):
+    """device="" then device=cpu on the same CPU machine, other loader threads (fitted to
+    the CPUs this process may use), host memory rounded a GiB apart: all the same campaign."""
+    from submission import campaign
+    from submission.config import resolve
+    config = resolve("cpu", {"results_dir": str(tmp_path), "runs": "2", "seeds": "1,2"})
+    record(config)
+    recorded = campaign.run_description(config)
+    memory = int(recorded["host_memory_capacity"].split()[0])
+    campaign.write_json(campaign.system_dir(config) / "system.json",
+                        {**recorded, "host_memory_capacity": f"{memory - 1} GiB"})
+    assert campaign._hardware_changes(config) == []
+    for old, new in (("86 GB", "80 GiB"), ("25 GB", "24 GiB"), ("80 GB", "80 GB")):   # H100 PCIe, RTX 4090
+        assert campaign._same_size(old, new)
+    assert not campaign._same_size("40 GB", "80 GB")
+    done = campaign.result_path(config, 0)
+    done.parent.mkdir(parents=True)
+    done.write_text("a finished run\n")
+    again = resolve("cpu", {"results_dir": str(tmp_path), "runs": "2", "seeds": "1,2",
+                            "device": "cpu", "workers_per_device": "1"})
+    assert campaign.load_campaign(again)["seeds"] == [1, 2]
+
+
 def test_campaign_record_cut_mid_write_is_named_with_its_line(tmp_path):
     from submission import campaign
     from submission.config import resolve

@@ -351,3 +351,12 @@ def test_the_fitted_loader_workers_are_what_the_campaign_records(cpus, tmp_path,
     assert launched[0]["settings"]["workers_per_device"] == 1
     state = json.loads((campaign.system_dir(cfg) / "campaign.json").read_text())
     assert state["config"]["settings"]["workers_per_device"] == 1
+
+
+def test_a_descriptor_is_matched_by_model_whatever_the_makers_words_and_gib_as_gb(gpus, monkeypatch, tmp_path):
+    """Older drivers name an A100 without "NVIDIA"; GCP lists an a2-highgpu-8g's 680 GiB
+    as "680 GB", and Linux shows about 98% of it."""
+    gpus.extend([inventory.GPU("A100-SXM4-40GB", 42_298_000_000)] * 8)
+    monkeypatch.setattr(inventory, "host", lambda: (96, 666 * 2**30))
+    cfg = resolve("a2", {"data_dir": str(tmp_path), "workers_per_device": "1"})
+    assert campaign.hardware_differences(cfg) == []

@@ -71,7 +71,7 @@ def _raised_through(place: out_of_memory.At, exc: BaseException) -> BaseExceptio
 def test_a_cuda_out_of_memory_in_evaluation_points_at_eval_batch_size(monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: SimpleNamespace(
         name="NVIDIA GeForce RTX 3080", total_memory=10 * 2**30))
-    config = resolve("local", {"data_dir": "/data/imagenet"})
+    config = resolve("p4d", {"data_dir": "/data/imagenet"})   # not this machine: a GPU's figures
     oom = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB.")
     # the innermost place is the one kept
     caught = _raised_through(out_of_memory.At("training", 176, 256, 1250),
