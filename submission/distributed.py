@@ -98,6 +98,15 @@ def broadcast_object(obj, src: int = 0):
     return holder[0]
 
 
+def all_gather_object(obj) -> list:
+    """Every rank's `obj`, in rank order (a list of one without a process group)."""
+    if not dist.is_initialized():
+        return [obj]
+    gathered = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, obj)
+    return gathered
+
+
 def cleanup() -> None:
     if dist.is_initialized():
         dist.destroy_process_group()

@@ -148,6 +148,30 @@ def mixed(found: list[GPU]) -> str:
             f"e.g. CUDA_VISIBLE_DEVICES={','.join(first)}")
 
 
+def rank_hardware(device) -> tuple[str, str]:
+    """(host, what this rank trains on): the GPU with its memory, or the host's processor."""
+    import socket
+    if device.type == "cuda":
+        import torch
+        props = torch.cuda.get_device_properties(device)
+        return socket.gethostname(), f"{props.name}, {props.total_memory / 2**30:.0f} GiB"
+    from .system_description import _processor_model
+    return socket.gethostname(), f"{_processor_model()}, {host()[0]} vCPUs"
+
+
+def unlike_ranks(seen: list[tuple[str, str]]) -> str:
+    """Why these ranks' hardware (rank_hardware of each, in rank order) cannot be one run's
+    description ("" when every rank trains on what rank 0 does): node 0 writes the
+    description, from its own machine."""
+    other = [(rank, host, what) for rank, (host, what) in enumerate(seen) if what != seen[0][1]]
+    if not other:
+        return ""
+    listing = "; ".join(f"rank {rank} on {host}: {what}" for rank, host, what in other[:4])
+    return (f"the nodes differ: rank 0 on {seen[0][0]} trains on {seen[0][1]}, but {listing}"
+            f"{' ...' if len(other) > 4 else ''}; the run's description (node 0's) would not "
+            "name what the others ran: run on nodes of one kind")
+
+
 def local_system_name(found: list[GPU], vcpus: int) -> str:
     """local_1xH100-80GB, local_8xA100-40GB, local_cpu_2c: which GPUs, how many. Machines
     of one kind share it (an H100 PCIe and an H100 SXM are both H100-80GB): a campaign is

@@ -29,7 +29,7 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 
 from . import distributed as dist_utils
-from . import out_of_memory
+from . import inventory, out_of_memory
 from .config import Config
 from .data import loaders
 from .data.prepare import PreparedData
@@ -382,6 +382,9 @@ def main(argv=None) -> int:
     try:
         log.init_start(cache_cleared=bool(spec["cache_cleared"]))
         log.submission(config)
+        unlike = inventory.unlike_ranks(dist_utils.all_gather_object(inventory.rank_hardware(ctx.device)))
+        if unlike:
+            raise RuntimeError(unlike)
         data = PreparedData.load(Path(args.data))
         outcome = train_run(config, data, ctx, spec["seed"], log, label)
         if args.save_weights:

@@ -360,3 +360,14 @@ def test_a_descriptor_is_matched_by_model_whatever_the_makers_words_and_gib_as_g
     monkeypatch.setattr(inventory, "host", lambda: (96, 666 * 2**30))
     cfg = resolve("a2", {"data_dir": str(tmp_path), "workers_per_device": "1"})
     assert campaign.hardware_differences(cfg) == []
+
+
+def test_ranks_on_unlike_nodes_are_named_before_a_run_describes_only_node_0():
+    import torch
+    here = inventory.rank_hardware(torch.device("cpu"))
+    assert inventory.unlike_ranks([here, here]) == ""
+    seen = [("node-a", "NVIDIA A100-SXM4-80GB, 79 GiB")] * 8 + [("node-b", "NVIDIA A100-SXM4-40GB, 40 GiB")] * 8
+    problem = inventory.unlike_ranks(seen)
+    assert problem.startswith("the nodes differ: rank 0 on node-a trains on NVIDIA A100-SXM4-80GB, 79 GiB, "
+                              "but rank 8 on node-b: NVIDIA A100-SXM4-40GB, 40 GiB")
+    assert "rank 12" not in problem and problem.count("rank ") == 5 and " ..." in problem
