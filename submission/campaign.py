@@ -26,7 +26,7 @@ import threading
 import time
 from pathlib import Path
 
-from .config import EMBEDDED_PRESET, REPO_ROOT, Config, ConfigError, load_descriptor
+from .config import HARNESS_ORIGINS, REPO_ROOT, Config, ConfigError, load_descriptor
 
 # Settings that do not change what a run computes: they may differ on resume.
 # workers_per_device: loader threads, fitted to the CPUs this process may use (which may
@@ -41,8 +41,6 @@ OPERATIONAL_SETTINGS = {
     "org", "data_dir", "cache_dir", "val_labels", "cache_clear_cmd", "warmup", "eval_batch_size",
     "workers_per_device",
 }
-# Where a setting's value was chosen by the harness, not by the user (Config.origin).
-HARNESS_CHOSEN = {"the harness defaults", EMBEDDED_PRESET.relative_to(REPO_ROOT).as_posix()}
 
 
 STOP_GRACE_S = 60     # after Ctrl-C, how long the workers get to log run_stop and exit
@@ -210,7 +208,7 @@ def loader_workers_problem(config: Config) -> str | None:
     fits = max(1, cpus // processes)      # below one each the processes share CPUs anyway
     if workers * processes <= cpus or workers <= fits:
         return None
-    if config.origin("workers_per_device") in HARNESS_CHOSEN:
+    if config.origin("workers_per_device") in HARNESS_ORIGINS:
         print(f"[campaign] workers_per_device={fits}: {cpus} usable CPUs / {processes} "
               f"process(es) (was {workers})", flush=True)
         config.settings["workers_per_device"] = fits
@@ -346,9 +344,9 @@ def load_campaign(config: Config) -> dict | None:
     changed = sorted(k for k in before.keys() | now.keys() if before.get(k) != now.get(k))
     seeds_differ = len(state["seeds"]) != config.runs or bool(
         config.seed_list and config.seed_list != state["seeds"])
-    finished = all(result_path(config, i).is_file() for i in range(len(state["seeds"])))
-    complete = any(result_path(config, i).is_file() for i in range(len(state["seeds"])))
-    other_hardware = _hardware_changes(config) if complete else []
+    done = [result_path(config, i).is_file() for i in range(len(state["seeds"]))]
+    finished = all(done)
+    other_hardware = _hardware_changes(config) if any(done) else []
     if config.new_campaign:
         if changed or seeds_differ or finished or other_hardware:
             _archive(config, "new_campaign=true")

@@ -24,6 +24,10 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 SYSTEMS_DIR = REPO_ROOT / "systems"
 RECIPES_DIR = Path(__file__).resolve().parent / "recipes"
 EMBEDDED_PRESET = Path(__file__).resolve().parent / "embedded.yaml"
+# Where a setting's value came from when the harness chose it, not the user (Config.origin)
+DEFAULT_ORIGIN = "the harness defaults"
+EMBEDDED_ORIGIN = EMBEDDED_PRESET.relative_to(REPO_ROOT).as_posix()
+HARNESS_ORIGINS = {DEFAULT_ORIGIN, EMBEDDED_ORIGIN}
 DEFAULT_SYSTEM = "local"
 
 
@@ -223,7 +227,7 @@ class Config:
         self.origins = origins or {}        # setting -> where its value came from
 
     def origin(self, key: str) -> str:
-        return self.origins.get(key, "the harness defaults")
+        return self.origins.get(key, DEFAULT_ORIGIN)
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -468,7 +472,7 @@ def resolve(system: str | None = None, overrides: dict[str, str] | None = None) 
         settings.setdefault(key, copy.deepcopy(default))
     dataset = _chosen_dataset(settings, harness, overrides)
     if dataset == "fashion-mnist":
-        _apply(settings, _load_preset(), EMBEDDED_PRESET.relative_to(REPO_ROOT).as_posix(), origins)
+        _apply(settings, _load_preset(), EMBEDDED_ORIGIN, origins)
     _apply(settings, harness, f"systems/{system}.json", origins)
     _apply(settings, overrides, "the command line", origins)
     settings["recipe"], settings["dataset"] = recipe_name, dataset

@@ -20,6 +20,11 @@ from dataclasses import dataclass
 _BRANDS = {"NVIDIA", "TESLA", "GEFORCE", "QUADRO", "AMD", "INSTINCT", "RADEON"}
 
 
+def _model_words(name: str) -> list[str]:
+    """The words of a GPU's name without the maker's: "NVIDIA A100-SXM4-40GB" -> A100, SXM4, 40GB."""
+    return [word for word in re.split(r"[\s\-_]+", name) if word and word.upper() not in _BRANDS]
+
+
 @dataclass(frozen=True)
 class GPU:
     name: str                 # as the driver reports it: "NVIDIA A100-SXM4-40GB"
@@ -39,8 +44,7 @@ class GPU:
     def family(self) -> str:
         """A100, V100, H100, L4, MI250X, RTX4090, GTX1080Ti: the model without the maker's
         words, usable in a folder name."""
-        name = re.sub(r"\bMIG\s+\S+", "", self.name)
-        tokens = [t for t in re.split(r"[\s\-_]+", name) if t and t.upper() not in _BRANDS]
+        tokens = _model_words(re.sub(r"\bMIG\s+\S+", "", self.name))
         for token in tokens:
             if re.fullmatch(r"[A-Za-z]+\d+[A-Za-z]*", token):
                 return token.upper()
@@ -207,8 +211,7 @@ def _same_model(a: str, b: str) -> bool:
     """The same GPU model, whatever the maker's words (older drivers name an
     "A100-SXM4-40GB" without "NVIDIA") and punctuation."""
     def squeeze(name: str) -> str:
-        words = [w for w in re.split(r"[\s\-_]+", name) if w.upper() not in _BRANDS]
-        return re.sub(r"[^a-z0-9]", "", "".join(words).lower())
+        return re.sub(r"[^a-z0-9]", "", "".join(_model_words(name)).lower())
     return squeeze(a) == squeeze(b)
 
 
