@@ -18,7 +18,8 @@ Prints, for the resolved configuration (batch, resolution, precision, workers, d
   - MFU: FLOPs of forward+backward counted with torch.utils.flop_counter at full size,
     over a matmul peak measured on the same device and dtype in the same run;
   - the evaluation forward alone on synthetic batches at the evaluation size;
-  - the FFCV train loader alone, the step fed by the loader, and evaluation;
+  - the FFCV train loader alone, the step fed by the loader (in turns with the synthetic
+    step: what the loader costs the step), and evaluation;
   - the loaders' set-up inside the timed region: first training batch and first
     evaluation pass of the run's loaders in a fresh process, without and with the
     warm-up on the synthetic file (each in its own process: numba's work is per process).
@@ -55,6 +56,7 @@ from .train import autocast_for, grad_scaler, optimizer_step, recipe_optimizer, 
 from .warmup import compiled
 
 PROFILE_SCHEMA = 1
+FED_ROUNDS = 3                    # turns of the fed and the synthetic step
 
 
 def _sync(device: torch.device) -> None:
@@ -291,9 +293,15 @@ def measure(config, steps: int) -> dict:
     if len(train_loader) == 0:
         raise ConfigError(f"{data.train_samples} training images are fewer than one batch ({batch})")
     figures["loader"], figures["loader_epoch_start"] = loader_alone(train_loader, steps * 3, device)
-    stream = loaders.cycle(train_loader)
-    figures["fed_step"] = batch / _timed(lambda: train_step(*next(stream)), steps, device)
+    # the step fed by the loader in turns with the synthetic step, best round of each: their
+    # difference is the loader's work the step does not hide (project's loader cost); the
+    # recipe step, timed a minute earlier on a machine whose speed moves, is no reference
+    stream, fed, synthetic = loaders.cycle(train_loader), [], []
+    for _ in range(FED_ROUNDS):
+        fed.append(batch / _timed(lambda: train_step(*next(stream)), steps, device))
+        synthetic.append(batch / _timed(lambda: train_step(*full), steps, device))
     stream.close()
+    figures["fed_step"], figures["fed_step_synthetic"] = max(fed), max(synthetic)
 
     model.eval()
     passes = []
@@ -339,6 +347,7 @@ def profile(config, figures: dict, steps: int) -> dict:
         "plain_loop_img_per_s": figures["plain_loop"],
         "step_img_per_s": figures["step"],
         "fed_step_img_per_s": figures["fed_step"],
+        "fed_step_synthetic_img_per_s": figures["fed_step_synthetic"],
         "mfu": figures["mfu"],
         "loader_setup_s": figures["loader_setup"],
         "loop_overhead": figures["loop_overhead"],
@@ -368,7 +377,11 @@ def report(config, figures: dict, steps: int) -> str:
                         compiled_rows[first_side]["img_per_s"]))
     lines += [f"  {name:<40} {value:10.1f} img/s   {value / base:6.2f}x the recipe step"
               for name, value in rows]
-    lines += ["", f"  the loader alone is timed inside epochs; each epoch's start costs "
+    fed, synthetic = figures["fed_step"], figures["fed_step_synthetic"]
+    lines += ["", f"  the step fed by the loader, in turns with the synthetic step ({synthetic:.1f} img/s "
+              f"then): {fed / synthetic:.2f}x, {max(0.0, 1 / fed - 1 / synthetic) * 1000:.2f} ms per "
+              "image of loader work the step does not hide"]
+    lines += [f"  the loader alone is timed inside epochs; each epoch's start costs "
               f"{figures['loader_epoch_start']:.2f} s more than a steady batch (threads started, "
               "pipeline filled)"]
     overhead = figures["loop_overhead"]

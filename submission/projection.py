@@ -121,12 +121,18 @@ _COUNT = (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "
 _SECONDS = (lambda v: _is_number(v) and v >= 0, "a number of seconds >= 0")
 
 
+def fed_step_reference(profile: dict[str, Any]) -> float | None:
+    """The synthetic step the fed step is held against: the one timed in turns with it, or
+    in profiles from before 2026-11-23 the bench's first row, timed a minute earlier."""
+    return profile.get("fed_step_synthetic_img_per_s") or profile.get("step_img_per_s")
+
+
 def loader_cost_not_hidden(profile: dict[str, Any]) -> float:
     """Seconds per image that feeding the step from the loader adds to the step itself
-    (the bench's "step fed by the loader" against its synthetic step, both at the training
-    resolution): on a CPU the loader's threads take the cores the step computes on; on a
-    GPU the loader works beside it and this is about 0."""
-    fed, synthetic = profile.get("fed_step_img_per_s"), profile.get("step_img_per_s")
+    (the bench's "step fed by the loader" against the synthetic step timed in turns with
+    it, both at the training resolution): on a CPU the loader's threads take the cores the
+    step computes on; on a GPU the loader works beside it and this is about 0."""
+    fed, synthetic = profile.get("fed_step_img_per_s"), fed_step_reference(profile)
     if not fed or not synthetic:
         return 0.0
     # a loader slower than the step makes the fed step wait: that is the loader's limit,
@@ -154,6 +160,7 @@ def profile_problems(profile: dict[str, Any]) -> list[str]:
               ("setup_s.in_run_first_epoch_extra", _SECONDS, False),
               ("setup_s.first_eval_extra", _SECONDS, False), ("loader_setup_s", _OBJECT, False),
               ("step_img_per_s", _RATE, False), ("fed_step_img_per_s", _RATE, False),
+              ("fed_step_synthetic_img_per_s", _RATE, False),
               ("loader.epoch_start_s", _SECONDS, False), ("loop_overhead", _OBJECT, False),
               ("loop_overhead.normalize_resize_s", _SECONDS, False),
               ("loop_overhead.ema_s", _SECONDS, False)]
@@ -218,7 +225,8 @@ def project(config: Config, profile: dict[str, Any], profile_name: str,
     steps_per_epoch = train_images // config.global_batch_size
     if steps_per_epoch == 0:
         raise ConfigError(f"{train_images} training images are fewer than one global batch "
-                          f"({config.global_batch_size})")
+                          f"({config.global_batch_size} = {config.batch_per_device} per process x "
+                          f"{config.world_size} processes): lower batch_per_device")
     total_steps = max(1, round(config.train_epochs * steps_per_epoch))
     eval_every = max(1, round(config.eval_every_epochs * steps_per_epoch))
     evaluations = total_steps // eval_every + (1 if total_steps % eval_every else 0)   # as train.py
@@ -327,7 +335,7 @@ def project(config: Config, profile: dict[str, Any], profile_name: str,
         f"the loader's work the step does not hide: {unhidden * 1e3:.3g} ms per image per process, "
         "added at every side (FFCV decodes and crops at the training resolution whatever the "
         "side); " + (f"the step fed by the loader ran at {profile['fed_step_img_per_s']:,.1f} img/s "
-                     f"against {profile['step_img_per_s']:,.1f} on synthetic batches, at "
+                     f"against {fed_step_reference(profile):,.1f} on synthetic batches, at "
                      f"{settings.get('train_resolution', '?')} px"
                      if "fed_step_img_per_s" in profile else "the profile does not measure it"),
         (f"the loop's own work around each step: {loop_s * 1e3:.3g} ms (normalising and resizing "

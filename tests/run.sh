@@ -5,5 +5,5 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$ROOT/scripts/bootstrap.sh"
 cd "$ROOT"
-echo "[tests] running pytest" >&2
+echo "[tests] running pytest (on the CPU, as CI does: tests/conftest.py hides any GPU)" >&2
 exec "${VENV:-$ROOT/.venv}/bin/python" -m pytest "$@"

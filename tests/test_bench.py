@@ -27,6 +27,8 @@ def test_bench_on_a_small_training_set_writes_a_profile_of_every_size(tmp_path, 
     assert data["eval_img_per_s"] > 0 and data["loader"]["img_per_s"] > 0
     assert isinstance(data["loader"]["epoch_start_s"], float) and "each epoch's start costs" in done.stdout
     assert data["eval_forward_img_per_s"] > 0 and "evaluation forward, synthetic, 32 px" in done.stdout
+    assert data["fed_step_img_per_s"] > 0 and data["fed_step_synthetic_img_per_s"] > 0
+    assert "the step fed by the loader, in turns with the synthetic step" in done.stdout
     assert data["settings"]["cudnn_benchmark"] is False is data["settings"]["compile_dynamic"]
     assert 0 < data["mfu"]["mfu"] < 1 and data["mfu"]["flops_per_image"] > 1e8
     overhead = data["loop_overhead"]

@@ -173,6 +173,35 @@ def test_train_loader_iterates_an_epoch(nested):
 
 
 @pytest.mark.timeout(120)
+def test_cpu_batches_are_not_copied_in_the_loaders_thread(nested, monkeypatch):
+    """On the CPU the step gets the batch FFCV decoded. A copy in FFCV's thread (ToDevice
+    onto the CPU) is a parallel torch op there, whose OpenMP team, with the step's,
+    outnumbers the cores: libgomp then stops spin-waiting and the step's threads sleep at
+    every op (0.73x the step's rate while a loader thread lived, on 2 vCPUs)."""
+    _, _, _, data = nested
+    copies, real_copy = [], torch.Tensor.copy_
+
+    def copy_seen(tensor, *args, **kwargs):
+        if threading.current_thread() is not threading.main_thread():
+            copies.append(tuple(tensor.shape))
+        return real_copy(tensor, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "copy_", copy_seen)
+    train = loaders.train_loader(data.train_path, resolution=32, batch_size=4, workers=1, seed=0,
+                                 device=CPU, distributed=False)
+    val = loaders.val_loader(data.val_path, resolution=32, resize=36, batch_size=4, workers=1,
+                             device=CPU, rank=0, world_size=1, num_samples=data.eval_samples)
+    for loader in (train, val):
+        batches = 0
+        for images, labels in loaders.one_epoch(loader):
+            assert images.dtype == torch.uint8 and images.is_contiguous(memory_format=torch.channels_last)
+            assert labels.shape == (len(images), 1)
+            batches += 1
+        assert batches == len(loader) > 0
+    assert copies == []
+
+
+@pytest.mark.timeout(120)
 def test_an_epoch_left_early_leaves_no_decoding_thread(nested):
     """A run that reaches its target mid-epoch drops its batches: FFCV's thread would
     block forever on its full queue at the epoch's end (and a process exiting while it

@@ -86,6 +86,9 @@ def test_loader_work_the_step_does_not_hide_is_added_per_image_at_every_side():
         else:
             assert after.seconds == before.seconds
     assert any("2.5 ms per image per process" in line for line in slowed.assumptions)
+    # the synthetic step timed in turns with the fed one is the reference, where the profile has it
+    profile.update(step_img_per_s=60.0, fed_step_synthetic_img_per_s=100.0)
+    assert projection.project(config, profile, "p.json").run_minutes == pytest.approx(slowed.run_minutes)
     profile.update(fed_step_img_per_s=120.0)       # fed faster than synthetic: noise, nothing added
     assert projection.project(config, profile, "p.json").run_minutes == hidden.run_minutes
 
@@ -117,6 +120,14 @@ def test_missing_side_names_it_and_the_bench_command():
     config = _cpu()
     with pytest.raises(projection.ProfileError, match=r"side\(s\) 20, 24, 28 px.*submission.bench system=cpu"):
         projection.project(config, _profile([16, 32]), "p.json")
+
+
+def test_a_batch_larger_than_the_data_set_names_the_setting_to_lower():
+    config = _cpu(batch_per_device=10_000_000)
+    with pytest.raises(config_module.ConfigError,
+                       match=r"60000 training images are fewer than one global batch \(10000000 = "
+                             r"10000000 per process x 1 processes\): lower batch_per_device"):
+        projection.project(config, _profile([16, 20, 24, 28, 32]), "p.json")
 
 
 def test_profile_of_another_setting_is_warned_about():
