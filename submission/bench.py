@@ -19,7 +19,8 @@ Prints, for the resolved configuration (batch, resolution, precision, workers, d
     over a matmul peak measured on the same device and dtype in the same run;
   - the evaluation forward alone on synthetic batches at the evaluation size;
   - the FFCV train loader alone, the step fed by the loader (in turns with the synthetic
-    step: what the loader costs the step), and evaluation;
+    step, at full size and at the smallest side: what the loader costs the step), and
+    evaluation;
   - the loaders' set-up inside the timed region: first training batch and first
     evaluation pass of the run's loaders in a fresh process, without and with the
     warm-up on the synthetic file (each in its own process: numba's work is per process).
@@ -295,13 +296,21 @@ def measure(config, steps: int) -> dict:
     figures["loader"], figures["loader_epoch_start"] = loader_alone(train_loader, steps * 3, device)
     # the step fed by the loader in turns with the synthetic step, best round of each: their
     # difference is the loader's work the step does not hide (project's loader cost); the
-    # recipe step, timed a minute earlier on a machine whose speed moves, is no reference
-    stream, fed, synthetic = loaders.cycle(train_loader), [], []
-    for _ in range(FED_ROUNDS):
-        fed.append(batch / _timed(lambda: train_step(*next(stream)), steps, device))
-        synthetic.append(batch / _timed(lambda: train_step(*full), steps, device))
+    # recipe step, timed a minute earlier on a machine whose speed moves, is no reference.
+    # At full size, then at the smallest side, resized as the loop does (a launch-bound step
+    # may suffer more from the loader's threads than a compute-bound one)
+    stream, figures["fed"] = loaders.cycle(train_loader), {}
+    for side in dict.fromkeys((res, smallest)):
+        def step_at(images, labels):
+            x = normalize(images)
+            x = x if side == res else resize_batch(x, side, config.resize_mode)
+            optimizer_step(model, optimizer, scaler, autocast, loss_fn, x, labels, config.label_smoothing)
+        fed, synthetic = [], []
+        for _ in range(FED_ROUNDS):
+            fed.append(batch / _timed(lambda: step_at(*next(stream)), steps, device))
+            synthetic.append(batch / _timed(lambda: step_at(*full), steps, device))
+        figures["fed"][side] = {"fed_img_per_s": max(fed), "synthetic_img_per_s": max(synthetic)}
     stream.close()
-    figures["fed_step"], figures["fed_step_synthetic"] = max(fed), max(synthetic)
 
     model.eval()
     passes = []
@@ -346,8 +355,8 @@ def profile(config, figures: dict, steps: int) -> dict:
         "setup_s": {"first_eval_extra": max(0.0, 1 / figures["eval_first"] - 1 / figures["eval"])},
         "plain_loop_img_per_s": figures["plain_loop"],
         "step_img_per_s": figures["step"],
-        "fed_step_img_per_s": figures["fed_step"],
-        "fed_step_synthetic_img_per_s": figures["fed_step_synthetic"],
+        "fed_step_img_per_s": figures["fed"][config.train_resolution]["fed_img_per_s"],
+        "fed_step_by_side": {str(side): v for side, v in figures["fed"].items()},
         "mfu": figures["mfu"],
         "loader_setup_s": figures["loader_setup"],
         "loop_overhead": figures["loop_overhead"],
@@ -364,7 +373,7 @@ def report(config, figures: dict, steps: int) -> str:
     rows = [("recipe step, synthetic batches", base),
             ("plain torchvision loop (CE, SGD)", figures["plain_loop"]),
             ("FFCV train loader alone", figures["loader"]),
-            ("step fed by the loader", figures["fed_step"]),
+            ("step fed by the loader", figures["fed"][config.train_resolution]["fed_img_per_s"]),
             (f"evaluation forward, synthetic, {config.eval_resolution} px", figures["eval_forward"]),
             ("evaluation, first pass (FFCV compile)", figures["eval_first"]),
             ("evaluation, second pass", figures["eval"])]
@@ -377,10 +386,12 @@ def report(config, figures: dict, steps: int) -> str:
                         compiled_rows[first_side]["img_per_s"]))
     lines += [f"  {name:<40} {value:10.1f} img/s   {value / base:6.2f}x the recipe step"
               for name, value in rows]
-    fed, synthetic = figures["fed_step"], figures["fed_step_synthetic"]
-    lines += ["", f"  the step fed by the loader, in turns with the synthetic step ({synthetic:.1f} img/s "
-              f"then): {fed / synthetic:.2f}x, {max(0.0, 1 / fed - 1 / synthetic) * 1000:.2f} ms per "
-              "image of loader work the step does not hide"]
+    lines += ["", "  the step fed by the loader, in turns with the synthetic step (loader work the step "
+              "does not hide):"]
+    lines += [f"  {side:>5} px  {v['fed_img_per_s']:10.1f} img/s against {v['synthetic_img_per_s']:.1f}: "
+              f"{v['fed_img_per_s'] / v['synthetic_img_per_s']:.2f}x, "
+              f"{max(0.0, 1 / v['fed_img_per_s'] - 1 / v['synthetic_img_per_s']) * 1000:.2f} ms per image"
+              for side, v in figures["fed"].items()]
     lines += [f"  the loader alone is timed inside epochs; each epoch's start costs "
               f"{figures['loader_epoch_start']:.2f} s more than a steady batch (threads started, "
               "pipeline filled)"]

@@ -121,24 +121,43 @@ _COUNT = (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "
 _SECONDS = (lambda v: _is_number(v) and v >= 0, "a number of seconds >= 0")
 
 
-def fed_step_reference(profile: dict[str, Any]) -> float | None:
-    """The synthetic step the fed step is held against: the one timed in turns with it, or
-    in profiles from before 2026-11-23 the bench's first row, timed a minute earlier."""
-    return profile.get("fed_step_synthetic_img_per_s") or profile.get("step_img_per_s")
-
-
-def loader_cost_not_hidden(profile: dict[str, Any]) -> float:
-    """Seconds per image that feeding the step from the loader adds to the step itself
-    (the bench's "step fed by the loader" against the synthetic step timed in turns with
-    it, both at the training resolution): on a CPU the loader's threads take the cores the
-    step computes on; on a GPU the loader works beside it and this is about 0."""
-    fed, synthetic = profile.get("fed_step_img_per_s"), fed_step_reference(profile)
-    if not fed or not synthetic:
-        return 0.0
+def _unhidden(fed: float, synthetic: float, loader_alone: float) -> float:
     # a loader slower than the step makes the fed step wait: that is the loader's limit,
     # which the projection counts apart (from its own rate and the system's threads)
-    loader_alone = (profile.get("loader") or {}).get("img_per_s") or float("inf")
     return max(0.0, 1 / fed - max(1 / synthetic, 1 / loader_alone))
+
+
+def loader_costs(profile: dict[str, Any]) -> dict[int, float]:
+    """Seconds per image that feeding the step from the loader adds to the step itself, by
+    the side the bench measured it at: the step fed by the loader against the synthetic
+    step timed in turns with it (at full size and at the smallest side; profiles from
+    before 2026-11-23 hold full size only, against the bench's first row, timed a minute
+    earlier). On a CPU the loader's threads take cores the step computes on; on a GPU the
+    loader works beside it and this is about 0."""
+    loader_alone = (profile.get("loader") or {}).get("img_per_s") or float("inf")
+    by_side = profile.get("fed_step_by_side")
+    if by_side:
+        return {int(side): _unhidden(v["fed_img_per_s"], v["synthetic_img_per_s"], loader_alone)
+                for side, v in by_side.items()}
+    fed, synthetic = profile.get("fed_step_img_per_s"), profile.get("step_img_per_s")
+    side = (profile.get("settings") or {}).get("train_resolution")
+    if not fed or not synthetic or side is None:
+        return {}
+    return {int(side): _unhidden(fed, synthetic, loader_alone)}
+
+
+def loader_cost_at(costs: dict[int, float], side: int) -> float:
+    """The cost at `side`: linear in the side between the two measured, the nearer one's
+    outside them (FFCV decodes at the training resolution whatever side the step trains at;
+    the step's own size is what changes)."""
+    if not costs:
+        return 0.0
+    low, high = min(costs), max(costs)
+    if side <= low or low == high:
+        return costs[low]
+    if side >= high:
+        return costs[high]
+    return costs[low] + (costs[high] - costs[low]) * (side - low) / (high - low)
 
 
 def profile_problems(profile: dict[str, Any]) -> list[str]:
@@ -160,7 +179,7 @@ def profile_problems(profile: dict[str, Any]) -> list[str]:
               ("setup_s.in_run_first_epoch_extra", _SECONDS, False),
               ("setup_s.first_eval_extra", _SECONDS, False), ("loader_setup_s", _OBJECT, False),
               ("step_img_per_s", _RATE, False), ("fed_step_img_per_s", _RATE, False),
-              ("fed_step_synthetic_img_per_s", _RATE, False),
+              ("fed_step_by_side", _OBJECT, False),
               ("loader.epoch_start_s", _SECONDS, False), ("loop_overhead", _OBJECT, False),
               ("loop_overhead.normalize_resize_s", _SECONDS, False),
               ("loop_overhead.ema_s", _SECONDS, False)]
@@ -171,8 +190,14 @@ def profile_problems(profile: dict[str, Any]) -> list[str]:
         fields += [(f"loader_setup_s.{probe}", _OBJECT, at("loader_setup_s") not in (_ABSENT, None))]
         fields += [(f"loader_setup_s.{probe}.{key}", _SECONDS, True)
                    for key in ("train_first_batch_s", "val_first_pass_s")]
-    problems = [f"train_step side {side!r} is not a whole number of px" for side in sides
-                if not side.isdigit()]
+    by_side = at("fed_step_by_side")
+    fed_sides = list(by_side) if isinstance(by_side, dict) else []
+    for side in fed_sides:
+        fields += [(f"fed_step_by_side.{side}", _OBJECT, True)] + [
+            (f"fed_step_by_side.{side}.{key}", _RATE, True) for key in ("fed_img_per_s", "synthetic_img_per_s")]
+    problems = [f"{field} side {side!r} is not a whole number of px"
+                for field, keys in (("train_step", sides), ("fed_step_by_side", fed_sides))
+                for side in keys if not side.isdigit()]
     skip_below: list[str] = []      # fields reported, or optional and absent: not their parts
     for name, (ok, what), needed in fields:
         value = at(name)
@@ -243,7 +268,7 @@ def project(config: Config, profile: dict[str, Any], profile_name: str,
     threads = max(1, min(config.workers_per_device, vcpus // config.processes_per_node))
     loader = profile["loader"]
     loader_rate = loader["img_per_s"] / loader["threads"] * threads * processes
-    unhidden = loader_cost_not_hidden(profile)
+    costs = loader_costs(profile)
     # the loop's own work around each step (normalising and resizing the batch, the EMA
     # update), measured per step by the bench at the smallest side
     overhead = profile.get("loop_overhead") or {}
@@ -264,6 +289,7 @@ def project(config: Config, profile: dict[str, Any], profile_name: str,
             steps = min(steps, stop - first)
             if steps <= 0:
                 break
+            unhidden = loader_cost_at(costs, side)
             per_image = 1 / profile["train_step"][str(side)]["img_per_s"] + unhidden + loop_per_image
             step_rate = processes * dp_efficiency / per_image
             rate, limit = ((step_rate, "step + loader" if unhidden else "step") if step_rate <= loader_rate
@@ -332,12 +358,12 @@ def project(config: Config, profile: dict[str, Any], profile_name: str,
         f"loader threads per process: {threads} = min(workers_per_device {config.workers_per_device}, "
         f"{vcpu_source} / {config.processes_per_node} processes); the profile's loader ran "
         f"{loader['threads']} threads at {loader['img_per_s']:,.0f} img/s, scaled per thread",
-        f"the loader's work the step does not hide: {unhidden * 1e3:.3g} ms per image per process, "
-        "added at every side (FFCV decodes and crops at the training resolution whatever the "
-        "side); " + (f"the step fed by the loader ran at {profile['fed_step_img_per_s']:,.1f} img/s "
-                     f"against {fed_step_reference(profile):,.1f} on synthetic batches, at "
-                     f"{settings.get('train_resolution', '?')} px"
-                     if "fed_step_img_per_s" in profile else "the profile does not measure it"),
+        "the loader's work the step does not hide, per image per process: "
+        + ("; ".join(f"{cost * 1e3:.3g} ms at {side} px" for side, cost in sorted(costs.items()))
+           + (", in between linear in the side" if len(costs) > 1 else ", at every side")
+           + " (the bench's step fed by the loader against the synthetic step"
+           + (" timed in turns with it)" if profile.get("fed_step_by_side") else " of its first row)")
+           if costs else "not in the profile, not counted"),
         (f"the loop's own work around each step: {loop_s * 1e3:.3g} ms (normalising and resizing "
          f"the batch, the EMA update; the profile's loop_overhead at {overhead.get('side')} px)"
          if overhead else "the loop's own work around each step: not in the profile, not counted"),

@@ -27,7 +27,9 @@ def test_bench_on_a_small_training_set_writes_a_profile_of_every_size(tmp_path, 
     assert data["eval_img_per_s"] > 0 and data["loader"]["img_per_s"] > 0
     assert isinstance(data["loader"]["epoch_start_s"], float) and "each epoch's start costs" in done.stdout
     assert data["eval_forward_img_per_s"] > 0 and "evaluation forward, synthetic, 32 px" in done.stdout
-    assert data["fed_step_img_per_s"] > 0 and data["fed_step_synthetic_img_per_s"] > 0
+    fed = data["fed_step_by_side"]                 # at full size and at the smallest side
+    assert sorted(map(int, fed)) == [16, 32] and data["fed_step_img_per_s"] == fed["32"]["fed_img_per_s"]
+    assert all(v["fed_img_per_s"] > 0 and v["synthetic_img_per_s"] > 0 for v in fed.values())
     assert "the step fed by the loader, in turns with the synthetic step" in done.stdout
     assert data["settings"]["cudnn_benchmark"] is False is data["settings"]["compile_dynamic"]
     assert 0 < data["mfu"]["mfu"] < 1 and data["mfu"]["flops_per_image"] > 1e8
