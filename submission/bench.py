@@ -307,7 +307,9 @@ def measure(config, steps: int) -> dict:
             optimizer_step(model, optimizer, scaler, autocast, loss_fn, x, labels, config.label_smoothing)
         fed, synthetic = [], []
         for _ in range(FED_ROUNDS):
-            fed.append(batch / _timed(lambda: step_at(*next(stream)), steps, device))
+            # the batches the loader made ahead during the synthetic turn go to the warm-up
+            fed.append(batch / _timed(lambda: step_at(*next(stream)), steps, device,
+                                      warmup=train_loader.batches_ahead + 2))
             synthetic.append(batch / _timed(lambda: step_at(*full), steps, device))
         figures["fed"][side] = {"fed_img_per_s": max(fed), "synthetic_img_per_s": max(synthetic)}
     stream.close()

@@ -465,7 +465,7 @@ def _enough_images(config: Config, data) -> None:
         raise ConfigError(
             f"{data.train_samples} training images are fewer than one global batch "
             f"({config.global_batch_size} = {config.batch_per_device} per process x "
-            f"{config.world_size} processes): lower batch_per_device or add images")
+            f"{config.world_size} process(es)): lower batch_per_device or add images")
 
 
 def run_campaign(config: Config) -> int:

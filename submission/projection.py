@@ -127,23 +127,24 @@ def _unhidden(fed: float, synthetic: float, loader_alone: float) -> float:
     return max(0.0, 1 / fed - max(1 / synthetic, 1 / loader_alone))
 
 
-def loader_costs(profile: dict[str, Any]) -> dict[int, float]:
+def loader_costs(profile: dict[str, Any], train_resolution: int) -> dict[int, float]:
     """Seconds per image that feeding the step from the loader adds to the step itself, by
     the side the bench measured it at: the step fed by the loader against the synthetic
     step timed in turns with it (at full size and at the smallest side; profiles from
     before 2026-11-23 hold full size only, against the bench's first row, timed a minute
-    earlier). On a CPU the loader's threads take cores the step computes on; on a GPU the
-    loader works beside it and this is about 0."""
+    earlier; at the profile's training resolution, else the run's). On a CPU the loader's
+    threads take cores the step computes on; on a GPU the loader works beside it and this
+    is about 0."""
     loader_alone = (profile.get("loader") or {}).get("img_per_s") or float("inf")
     by_side = profile.get("fed_step_by_side")
     if by_side:
         return {int(side): _unhidden(v["fed_img_per_s"], v["synthetic_img_per_s"], loader_alone)
                 for side, v in by_side.items()}
     fed, synthetic = profile.get("fed_step_img_per_s"), profile.get("step_img_per_s")
-    side = (profile.get("settings") or {}).get("train_resolution")
-    if not fed or not synthetic or side is None:
+    if not fed or not synthetic:
         return {}
-    return {int(side): _unhidden(fed, synthetic, loader_alone)}
+    side = (profile.get("settings") or {}).get("train_resolution") or train_resolution
+    return {side: _unhidden(fed, synthetic, loader_alone)}
 
 
 def loader_cost_at(costs: dict[int, float], side: int) -> float:
@@ -179,7 +180,7 @@ def profile_problems(profile: dict[str, Any]) -> list[str]:
               ("setup_s.in_run_first_epoch_extra", _SECONDS, False),
               ("setup_s.first_eval_extra", _SECONDS, False), ("loader_setup_s", _OBJECT, False),
               ("step_img_per_s", _RATE, False), ("fed_step_img_per_s", _RATE, False),
-              ("fed_step_by_side", _OBJECT, False),
+              ("fed_step_by_side", _OBJECT, False), ("settings.train_resolution", _COUNT, False),
               ("loader.epoch_start_s", _SECONDS, False), ("loop_overhead", _OBJECT, False),
               ("loop_overhead.normalize_resize_s", _SECONDS, False),
               ("loop_overhead.ema_s", _SECONDS, False)]
@@ -251,7 +252,7 @@ def project(config: Config, profile: dict[str, Any], profile_name: str,
     if steps_per_epoch == 0:
         raise ConfigError(f"{train_images} training images are fewer than one global batch "
                           f"({config.global_batch_size} = {config.batch_per_device} per process x "
-                          f"{config.world_size} processes): lower batch_per_device")
+                          f"{config.world_size} process(es)): lower batch_per_device")
     total_steps = max(1, round(config.train_epochs * steps_per_epoch))
     eval_every = max(1, round(config.eval_every_epochs * steps_per_epoch))
     evaluations = total_steps // eval_every + (1 if total_steps % eval_every else 0)   # as train.py
@@ -268,7 +269,7 @@ def project(config: Config, profile: dict[str, Any], profile_name: str,
     threads = max(1, min(config.workers_per_device, vcpus // config.processes_per_node))
     loader = profile["loader"]
     loader_rate = loader["img_per_s"] / loader["threads"] * threads * processes
-    costs = loader_costs(profile)
+    costs = loader_costs(profile, config.train_resolution)
     # the loop's own work around each step (normalising and resizing the batch, the EMA
     # update), measured per step by the bench at the smallest side
     overhead = profile.get("loop_overhead") or {}

@@ -16,7 +16,8 @@ REPO = Path(__file__).resolve().parent.parent
 # and from every process it starts (before torch looks for them), so that `system=local`,
 # a dry run of `system=p4d` and the like meet the machine the tests were written for. The
 # GPU path is measured with `python -m submission.bench` and a campaign (README).
-os.environ["CUDA_VISIBLE_DEVICES"] = os.environ["HIP_VISIBLE_DEVICES"] = ""
+GPUS_HIDDEN = {"CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": ""}   # for a child's own env=
+os.environ.update(GPUS_HIDDEN)
 
 
 @pytest.fixture(scope="session")

@@ -106,6 +106,10 @@ def test_loader_work_measured_at_two_sides_is_linear_in_the_side_between_them():
         if before.limited_by == "step":
             side = int(before.what.split()[1])
             assert after.seconds - before.seconds == pytest.approx(before.images * expected[side])
+    # outside the measured sides, the nearer one's: measured at 20 and 32 px, 16 px pays 20's
+    profile["fed_step_by_side"]["20"] = profile["fed_step_by_side"].pop("16")
+    outside = projection.project(config, profile, "p.json")
+    assert outside.parts[0].seconds - hidden.parts[0].seconds == pytest.approx(hidden.parts[0].images * 10e-3)
     assert any("per image per process: 10 ms at 16 px; 2.5 ms at 32 px, in between linear in "
                "the side (the bench's step fed by the loader against the synthetic step timed "
                "in turns with it)" in line for line in result.assumptions)
@@ -144,7 +148,7 @@ def test_a_batch_larger_than_the_data_set_names_the_setting_to_lower():
     config = _cpu(batch_per_device=10_000_000)
     with pytest.raises(config_module.ConfigError,
                        match=r"60000 training images are fewer than one global batch \(10000000 = "
-                             r"10000000 per process x 1 processes\): lower batch_per_device"):
+                             r"10000000 per process x 1 process\(es\)\): lower batch_per_device"):
         projection.project(config, _profile([16, 20, 24, 28, 32]), "p.json")
 
 
@@ -212,6 +216,7 @@ def _damaged(change):
     (lambda p: p.update(settings=[]), "settings is []"),
     (lambda p: p.update(setup_s="x"), 'setup_s is "x"'),
     (lambda p: p.update(loader_setup_s={"cold": {}}), "loader_setup_s.cold.train_first_batch_s is missing"),
+    (lambda p: p["settings"].update(train_resolution="x"), 'settings.train_resolution is "x"'),
     (lambda p: p.update(fed_step_by_side={"16": {"fed_img_per_s": 5}}),
      "fed_step_by_side.16.synthetic_img_per_s is missing"),
 ])

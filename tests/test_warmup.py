@@ -98,7 +98,7 @@ def test_loaders_warmed_on_synthetic_images_compile_nothing_after_run_start(tmp_
     import subprocess
     import sys
 
-    from conftest import REPO, quick_settings
+    from conftest import GPUS_HIDDEN, REPO, quick_settings
     from submission.config import parse_overrides
     from submission.data.prepare import prepare
 
@@ -112,7 +112,8 @@ def test_loaders_warmed_on_synthetic_images_compile_nothing_after_run_start(tmp_
     def probe(mode: str) -> dict:
         done = subprocess.run([sys.executable, str(tmp_path / "probe.py"), str(tmp_path / "config.json"),
                                str(tmp_path / "data.json"), mode], cwd=REPO, capture_output=True,
-                              text=True, timeout=300, env={"PYTHONPATH": str(REPO), "PATH": ""})
+                              text=True, timeout=300,
+                              env={"PYTHONPATH": str(REPO), "PATH": "", **GPUS_HIDDEN})
         assert done.returncode == 0, done.stderr[-3000:]
         return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -159,7 +160,7 @@ def test_no_data_set_is_read_before_run_start(tmp_path, cache_dir):
     import subprocess
     import sys
 
-    from conftest import REPO, quick_settings
+    from conftest import GPUS_HIDDEN, REPO, quick_settings
     from submission.config import parse_overrides
     from submission.data.prepare import prepare
 
@@ -175,7 +176,7 @@ def test_no_data_set_is_read_before_run_start(tmp_path, cache_dir):
         [sys.executable, "-m", "submission.train", "--config", str(tmp_path / "config.json"),
          "--data", str(tmp_path / "data.json"), "--seed", "2", "--result", str(tmp_path / "result_0.txt")],
         cwd=REPO, capture_output=True, text=True, timeout=600,
-        env={"PYTHONPATH": f"{hook}:{REPO}", "ORDER_TRACE": str(trace), "PATH": ""})
+        env={"PYTHONPATH": f"{hook}:{REPO}", "ORDER_TRACE": str(trace), "PATH": "", **GPUS_HIDDEN})
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     assert "loader warm-up before run_start" in done.stdout
     events = [tuple(json.loads(line)) for line in trace.read_text().splitlines()]
@@ -256,12 +257,12 @@ def _probe(tmp_path, source: str) -> dict:
     import subprocess
     import sys
 
-    from conftest import REPO
+    from conftest import GPUS_HIDDEN, REPO
 
     (tmp_path / "probe.py").write_text(source)
     done = subprocess.run([sys.executable, str(tmp_path / "probe.py"), str(tmp_path)], cwd=REPO,
                           capture_output=True, text=True, timeout=600,
-                          env={"PYTHONPATH": str(REPO), "PATH": os.environ["PATH"]})
+                          env={"PYTHONPATH": str(REPO), "PATH": os.environ["PATH"], **GPUS_HIDDEN})
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 

@@ -27,13 +27,13 @@ IMAGENET_MEAN = (0.485 * 255, 0.456 * 255, 0.406 * 255)
 IMAGENET_STD = (0.229 * 255, 0.224 * 255, 0.225 * 255)
 
 
-def onto(device: torch.device) -> list:
+def to_device(device: torch.device) -> list:
     """The pipeline's last move: FFCV's ToDevice onto a GPU, nothing on the CPU. There it
     would only copy each batch into another CPU buffer, with a parallel torch op in FFCV's
     thread; that thread's OpenMP team then outnumbers the cores with the training step's,
     and libgomp, past that count, stops spin-waiting between parallel regions, so the step's
     threads sleep and wake at every op. A training step with a loader thread alive ran at
-    0.73x its rate alone on a 2-vCPU host (2026-11-23), 0.92x without the copy."""
+    0.73x its rate alone on a 2-vCPU host (2026-11-23), 0.92-0.95x without the copy."""
     if device.type == "cpu":
         return []
     from ffcv.transforms import ToDevice
@@ -50,9 +50,9 @@ def train_loader(path: str, resolution: int, batch_size: int, workers: int, seed
     image_pipeline = [
         RandomResizedCropRGBImageDecoder((resolution, resolution), scale=(crop_scale_min, 1.0)),
         RandomHorizontalFlip(),
-        ToTensor(), *onto(device), ToTorchImage(channels_last=True),
+        ToTensor(), *to_device(device), ToTorchImage(channels_last=True),
     ]
-    label_pipeline = [IntDecoder(), ToTensor(), *onto(device)]
+    label_pipeline = [IntDecoder(), ToTensor(), *to_device(device)]
     return Loader(path, batch_size=batch_size, num_workers=workers, order=OrderOption.RANDOM,
                   distributed=distributed, seed=seed, drop_last=True, os_cache=True,
                   pipelines={"image": image_pipeline, "label": label_pipeline})
@@ -74,12 +74,12 @@ def val_loader(path: str, resolution: int, resize: int, batch_size: int, workers
     compile_cache.install()
     image_pipeline = [
         CenterCropRGBImageDecoder((resolution, resolution), ratio=resolution / resize),
-        ToTensor(), *onto(device), ToTorchImage(channels_last=True),
+        ToTensor(), *to_device(device), ToTorchImage(channels_last=True),
     ]
     # labels stay (N, 1), used as labels.view(-1): FFCV's Squeeze turns a last batch of
-    # one image into a 0-d array, on which ToDevice raises in the loader thread, and the
-    # run then waits forever for the batch
-    label_pipeline = [IntDecoder(), ToTensor(), *onto(device)]
+    # one image into a 0-d array, on which ToDevice (on a GPU) raises in the loader thread,
+    # and the run then waits forever for the batch
+    label_pipeline = [IntDecoder(), ToTensor(), *to_device(device)]
     shard = np.arange(rank, num_samples, world_size)
     return Loader(path, batch_size=batch_size, num_workers=workers, order=OrderOption.SEQUENTIAL,
                   indices=shard, drop_last=False, os_cache=True,
