@@ -91,8 +91,9 @@ def test_loader_work_the_step_does_not_hide_is_added_per_image_at_every_side():
 
 
 def test_loader_work_measured_at_two_sides_is_linear_in_the_side_between_them():
-    """Today's bench times the fed step in turns with the synthetic one at full size and at
-    the smallest side; those pairs, not the first row timed a minute earlier, set the cost."""
+    """The bench (since 2026-11-23) times the fed step in turns with the synthetic one at
+    full size and at the smallest side; those pairs, not the first row timed a minute
+    earlier, set the cost."""
     config = _cpu()
     sides = [16, 20, 24, 28, 32]
     hidden = projection.project(config, _profile(sides, lambda s: 3200 / s), "p.json")
