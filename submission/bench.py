@@ -299,7 +299,7 @@ def measure(config, steps: int) -> dict:
     # recipe step, timed a minute earlier on a machine whose speed moves, is no reference.
     # At full size, then at the smallest side, resized as the loop does (a launch-bound step
     # may suffer more from the loader's threads than a compute-bound one)
-    stream, figures["fed"] = loaders.cycle(train_loader), {}
+    figures["fed"] = {}
     for side in dict.fromkeys((res, smallest)):
         def step_at(images, labels):
             x = normalize(images)
@@ -307,12 +307,16 @@ def measure(config, steps: int) -> dict:
             optimizer_step(model, optimizer, scaler, autocast, loss_fn, x, labels, config.label_smoothing)
         fed, synthetic = [], []
         for _ in range(FED_ROUNDS):
-            # the batches the loader made ahead during the synthetic turn go to the warm-up
+            # a stream of its own for each fed turn, its thread stopped before the synthetic
+            # turn, which a live loader thread would slow too (an OpenMP team left in it on
+            # the CPU did: loaders.to_device); the warm-up takes the epoch's start and the
+            # batches the loader makes ahead
+            stream = loaders.cycle(train_loader)
             fed.append(batch / _timed(lambda: step_at(*next(stream)), steps, device,
                                       warmup=train_loader.batches_ahead + 2))
+            stream.close()
             synthetic.append(batch / _timed(lambda: step_at(*full), steps, device))
         figures["fed"][side] = {"fed_img_per_s": max(fed), "synthetic_img_per_s": max(synthetic)}
-    stream.close()
 
     model.eval()
     passes = []
