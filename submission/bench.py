@@ -1,6 +1,6 @@
 """Throughput figures of one process, measured side by side in one run.
 
-    python -m submission.bench [system=...] [key=value ...] [steps=N] [json=FILE]
+    python -m submission.bench [system=...] [key=value ...] [steps=N] [rounds=R] [json=FILE]
     python -m submission.bench sweep=loader [system=...] data_dir=FOLDER [key=value ...]
     python -m submission.bench compare=composer [system=...] [key=value ...] [steps=N]
     python -m submission.bench compare=methods [system=...] [key=value ...] [steps=N] [rounds=R]
@@ -8,13 +8,13 @@
 Prints, for the resolved configuration (batch, resolution, precision, workers, device):
   - the recipe's training step on synthetic batches (model + loss + SGDW), and a plain
     torchvision loop (cross-entropy, torch.optim.SGD, a GradScaler with fp16) at the same
-    batch, size and precision;
+    batch, size and precision, the two taking turns (`rounds` rounds of `steps` steps);
   - per progressive-resizing size: the first step (set-up: cuDNN/oneDNN plans) and the
     steady rate;
   - the loop's work around a step at the smallest size (normalise, resize, EMA update);
   - with compile=true, the compiled step (torch.compile, static shapes or with
     compile_dynamic=true one graph for all sizes; cuda_graphs=true: replayed as CUDA
-    graphs) at full size and at the smallest side, beside the eager one;
+    graphs) at full size and at the smallest side, in turns with the eager one;
   - MFU: FLOPs of forward+backward counted with torch.utils.flop_counter at full size,
     over a matmul peak measured on the same device and dtype in the same run;
   - the evaluation forward alone on synthetic batches at the evaluation size;
@@ -23,7 +23,7 @@ Prints, for the resolved configuration (batch, resolution, precision, workers, d
     evaluation;
   - the loaders' set-up inside the timed region: first training batch and first
     evaluation pass of the run's loaders in a fresh process, without and with the
-    warm-up on the synthetic file (each in its own process: numba's work is per process).
+    warm-up on the synthetic files (each in its own process: numba's work is per process).
 `sweep=loader` instead times the FFCV train loader alone on the same images written with
 each of a few .beton write options (mode, max resolution, JPEG quality).
 `compare=composer` instead times the recipe's step beside MosaicML Composer's Trainer with
@@ -47,7 +47,7 @@ import torchvision
 
 from . import distributed
 from .config import ConfigError, parse_overrides, resolve
-from .data import loaders
+from .data import ffcv_threads, loaders
 from .data.prepare import cache_folder, prepare
 from .methods.ema import EMA
 from .methods.loss import LOSSES
@@ -57,7 +57,6 @@ from .train import autocast_for, grad_scaler, optimizer_step, recipe_optimizer, 
 from .warmup import compiled
 
 PROFILE_SCHEMA = 1
-FED_ROUNDS = 3                    # turns of the fed and the synthetic step
 
 
 def _sync(device: torch.device) -> None:
@@ -75,6 +74,22 @@ def _timed(step, calls: int, device: torch.device, warmup: int = 2) -> float:
         step()
     _sync(device)
     return (time.perf_counter() - start) / calls
+
+
+def in_turns(steps_of: dict, images_per_call: int, calls: int, rounds: int, device: torch.device,
+             warmup: int = 3) -> dict:
+    """{name: img/s} of each step(), the steps taking turns: `warmup` untimed calls of each
+    (first calls allocate, pick kernels, record CUDA graphs), then `rounds` rounds of
+    `calls` timed calls of each in turn; each its best round. A machine whose speed drifts
+    moves steps timed side by side alike, and their ratio holds."""
+    for step in steps_of.values():
+        for _ in range(warmup):
+            step()
+    best = dict.fromkeys(steps_of, 0.0)
+    for _ in range(rounds):
+        for name, step in steps_of.items():
+            best[name] = max(best[name], images_per_call / _timed(step, calls, device, warmup=0))
+    return best
 
 
 def loader_alone(loader, batches: int, device: torch.device, restarts: int = 3) -> tuple[float, float | None]:
@@ -121,8 +136,9 @@ def _first_call(step, device: torch.device) -> float:
 def bench_device(config) -> torch.device:
     """The device a bench times on, with the run's CPU threads and cuDNN setting."""
     device = torch.device("cuda" if config.device_type == "cuda" else "cpu")
+    ffcv_threads.install()      # else FFCV's Loaders set torch's threads to their worker count
     if device.type == "cpu":
-        torch.set_num_threads(config.cpu_threads or torch.get_num_threads())
+        torch.set_num_threads(distributed.cpu_threads(config))
     torch.backends.cudnn.benchmark = config.cudnn_benchmark
     return device
 
@@ -133,11 +149,12 @@ def _synthetic(batch: int, side: int, classes: int, device: torch.device):
             torch.randint(0, classes, (batch,), device=device))
 
 
-def matmul_peak(device: torch.device, dtype: torch.dtype, n: int) -> float:
-    """FLOP/s of an n x n matmul on this device and dtype (the MFU denominator)."""
+def matmul_peak(device: torch.device, dtype: torch.dtype, n: int, rounds: int) -> float:
+    """FLOP/s of an n x n matmul on this device and dtype (the MFU denominator), the best
+    of `rounds` timings: a peak caught in a slow minute would put MFU above 100%."""
     a = torch.randn(n, n, device=device, dtype=dtype)
     b = torch.randn(n, n, device=device, dtype=dtype)
-    seconds = _timed(lambda: a @ b, 5, device)
+    seconds = min(_timed(lambda: a @ b, 5, device) for _ in range(rounds))
     return 2 * n ** 3 / seconds
 
 
@@ -169,12 +186,13 @@ def _loader_setup_child(config_dict: dict, data_dict: dict, warm: bool) -> dict:
     from .warmup import warm_up_loaders
 
     config, data = Config.from_dict(config_dict), PreparedData(**data_dict)
+    ffcv_threads.install()      # imports FFCV, as a run does before run_start
     device = torch.device("cuda" if config.device_type == "cuda" else "cpu")
     ctx = distributed.Context(0, 0, 1, device)
     figures = {"warm_up_s": 0.0}
     if warm:
         figures["warm_up_s"] = warm_up_loaders(*run_loaders(
-            config, ctx, 0, data.synthetic_path, data.synthetic_path, data.synthetic_samples,
+            config, ctx, 0, data.synthetic_train_path, data.synthetic_val_path, data.synthetic_samples,
             shard=False), log=lambda line: None)
     start = time.perf_counter()
     train, val = run_loaders(config, ctx, 0, data.train_path, data.val_path, data.eval_samples,
@@ -207,7 +225,7 @@ def loader_setup(config, data) -> dict:
     return figures
 
 
-def measure(config, steps: int) -> dict:
+def measure(config, steps: int, rounds: int) -> dict:
     device = bench_device(config)
     data = prepare(config)
     figures: dict = {"loader_setup": loader_setup(config, data)}   # first: nothing else running
@@ -224,10 +242,10 @@ def measure(config, steps: int) -> dict:
                        config.label_smoothing)
 
     full = _synthetic(batch, res, classes, device)
-    figures["step"] = batch / _timed(lambda: train_step(*full), steps, device)
-
     plain_step = plain_loop(config, classes, device, normalize)
-    figures["plain_loop"] = batch / _timed(lambda: plain_step(*full), steps, device)
+    side_by_side = in_turns({"step": lambda: train_step(*full), "plain_loop": lambda: plain_step(*full)},
+                            batch, steps, rounds, device)
+    figures["step"], figures["plain_loop"] = side_by_side["step"], side_by_side["plain_loop"]
     del plain_step
 
     # progressive-resizing sizes: set-up cost of the first step, then the steady rate
@@ -272,17 +290,17 @@ def measure(config, steps: int) -> dict:
         for side in dict.fromkeys((res, smallest)):   # compute-bound, then launch-bound
             synthetic = _synthetic(batch, side, classes, device)
             first = _first_call(lambda: compiled_step(*synthetic), device)
-            figures["compiled"][side] = {
-                "first_step_s": first,
-                "img_per_s": batch / _timed(lambda: compiled_step(*synthetic), steps, device, 3),
-                "eager_img_per_s": sizes[side]["img_per_s"]}
+            pair = in_turns({"compiled": lambda: compiled_step(*synthetic),
+                             "eager": lambda: train_step(*synthetic)}, batch, steps, rounds, device)
+            figures["compiled"][side] = {"first_step_s": first, "img_per_s": pair["compiled"],
+                                         "eager_img_per_s": pair["eager"]}
 
     dtype = (torch.bfloat16 if config.amp_dtype == "bf16" else torch.float16) \
         if config.precision == "amp" else torch.float32
     if device.type == "cpu" and dtype == torch.float16:
         dtype = torch.float32
     flops = train_flops(model, full, normalize, loss_fn, config.label_smoothing) / batch
-    peak = matmul_peak(device, dtype, 4096 if device.type == "cuda" else 2048)
+    peak = matmul_peak(device, dtype, 4096 if device.type == "cuda" else 2048, rounds)
     figures["mfu"] = {"flops_per_image": flops, "peak_flops": peak, "dtype": str(dtype),
                       "mfu": figures["step"] * flops / peak}
 
@@ -306,7 +324,7 @@ def measure(config, steps: int) -> dict:
             x = x if side == res else resize_batch(x, side, config.resize_mode)
             optimizer_step(model, optimizer, scaler, autocast, loss_fn, x, labels, config.label_smoothing)
         fed, synthetic = [], []
-        for _ in range(FED_ROUNDS):
+        for _ in range(rounds):
             # a stream of its own for each fed turn, its thread stopped before the synthetic
             # turn, which a live loader thread would slow too (an OpenMP team left in it on
             # the CPU did: loaders.to_device); the warm-up takes the epoch's start and the
@@ -332,7 +350,7 @@ def measure(config, steps: int) -> dict:
     return figures
 
 
-def profile(config, figures: dict, steps: int) -> dict:
+def profile(config, figures: dict, steps: int, rounds: int) -> dict:
     """The profile JSON that `python -m submission project` reads (schema 1)."""
     from .system_description import fill_from_host
     host = fill_from_host({"host_processor_model_name": "", "host_processor_vcpu_count": ""})
@@ -344,7 +362,7 @@ def profile(config, figures: dict, steps: int) -> dict:
                      "host": f"{host['host_processor_model_name']}, {host['host_processor_vcpu_count']} vCPUs",
                      "device": config.device_type, "device_name": device_name,
                      "torch": torch.__version__, "python": platform.python_version(),
-                     "steps": steps},
+                     "steps": steps, "rounds": rounds},
         "settings": {"system": config.system_id, "recipe": config.recipe,
                      "batch_per_device": config.batch_per_device, "precision": config.precision,
                      "amp_dtype": config.amp_dtype, "workers_per_device": config.workers_per_device,
@@ -370,28 +388,36 @@ def profile(config, figures: dict, steps: int) -> dict:
     }
 
 
-def report(config, figures: dict, steps: int) -> str:
+def report(config, figures: dict, steps: int, rounds: int) -> str:
     base = figures["step"]
     lines = [f"system {config.system_id}, device {config.device_type}, batch {config.batch_per_device}, "
              f"{config.train_resolution}px train / {config.eval_resolution}px eval, precision "
              f"{config.precision}{'/' + config.amp_dtype if config.precision == 'amp' else ''}, "
              f"{config.workers_per_device} loader workers, {steps} timed steps", ""]
-    rows = [("recipe step, synthetic batches", base),
-            ("plain torchvision loop (CE, SGD)", figures["plain_loop"]),
-            ("FFCV train loader alone", figures["loader"]),
-            ("step fed by the loader", figures["fed"][config.train_resolution]["fed_img_per_s"]),
-            (f"evaluation forward, synthetic, {config.eval_resolution} px", figures["eval_forward"]),
-            ("evaluation, first pass (FFCV compile)", figures["eval_first"]),
-            ("evaluation, second pass", figures["eval"])]
+    fed = figures["fed"][config.train_resolution]
+    # (row, img/s, a recipe step timed in turns with it, printed beside it; None: the first row)
+    rows = [("recipe step, synthetic batches", base, None),
+            ("plain torchvision loop (CE, SGD)", figures["plain_loop"], None),
+            ("FFCV train loader alone", figures["loader"], None),
+            ("step fed by the loader", fed["fed_img_per_s"], fed["synthetic_img_per_s"]),
+            (f"evaluation forward, synthetic, {config.eval_resolution} px", figures["eval_forward"], None),
+            ("evaluation, first pass (FFCV compile)", figures["eval_first"], None),
+            ("evaluation, second pass", figures["eval"], None)]
+    own = ["the fed step"]
     if "compiled" in figures:
         compiled_rows = figures["compiled"]
         how = ("compiled" + (" + CUDA graphs" if config.cuda_graphs else "")
                + (" (dynamic)" if config.compile_dynamic else ""))
         first_side = next(iter(compiled_rows))
         rows.insert(1, (f"{how} (first call {compiled_rows[first_side]['first_step_s']:.0f} s)",
-                        compiled_rows[first_side]["img_per_s"]))
-    lines += [f"  {name:<40} {value:10.1f} img/s   {value / base:6.2f}x the recipe step"
-              for name, value in rows]
+                        compiled_rows[first_side]["img_per_s"], compiled_rows[first_side]["eager_img_per_s"]))
+        own.insert(0, "the compiled step")
+    lines += [f"  {name:<40} {value:10.1f} img/s   {value / (beside or base):6.2f}x the recipe step"
+              + (f" beside it ({beside:.1f} img/s)" if beside else "")
+              for name, value, beside in rows]
+    lines += [f"  (timed in turns, the best of {rounds} rounds each: the plain loop with the first row; "
+              f"{' and '.join(own)} with a recipe step of {'their' if len(own) > 1 else 'its'} own, "
+              f"shown beside {'them' if len(own) > 1 else 'it'})"]
     lines += ["", "  the step fed by the loader, in turns with the synthetic step (loader work the step "
               "does not hide):"]
     lines += [f"  {side:>5} px  {v['fed_img_per_s']:10.1f} img/s against {v['synthetic_img_per_s']:.1f}: "
@@ -415,7 +441,7 @@ def report(config, figures: dict, steps: int) -> str:
               for side, v in figures["sizes"].items()]
     if "compiled" in figures:
         shapes = "symbolic sizes" if config.compile_dynamic else "static shapes"
-        lines += ["", f"  {how} ({shapes}), against the eager step at the same size:"]
+        lines += ["", f"  {how} ({shapes}), in turns with the eager step at the same size:"]
         lines += [f"  {side:>5} px  first call {v['first_step_s']:6.1f} s  {v['img_per_s']:10.1f} img/s"
                   f"  {v['img_per_s'] / v['eager_img_per_s']:5.2f}x eager"
                   for side, v in figures["compiled"].items()]
@@ -425,7 +451,7 @@ def report(config, figures: dict, steps: int) -> str:
               f"  {'  of which: both loaders built':<54}{cold['build_s']:7.2f} s  {warm['build_s']:9.2f} s",
               f"  {'            training epoch started (buffers)':<54}{cold['epoch_start_s']:7.2f} s  {warm['epoch_start_s']:9.2f} s",
               f"  {'first evaluation pass':<54}{cold['val_first_pass_s']:7.2f} s  {warm['val_first_pass_s']:9.2f} s",
-              f"  {'loader warm-up on the synthetic file, before run_start':<54}{'':>9}  {warm['warm_up_s']:9.2f} s"]
+              f"  {'loader warm-up on the synthetic files, before run_start':<54}{'':>9}  {warm['warm_up_s']:9.2f} s"]
     return "\n".join(lines)
 
 
@@ -493,7 +519,7 @@ def main(argv=None) -> int:
     out, sweep, compare = options["json"], options["sweep"], options["compare"]
     try:
         steps = _whole_number("steps", options["steps"], "steps=10 (timed steps)")
-        rounds = _whole_number("rounds", options["rounds"], "rounds=3 (turns of compare=methods)")
+        rounds = _whole_number("rounds", options["rounds"], "rounds=3 (turns of the steps timed side by side)")
         if sweep and sweep != "loader":
             raise ConfigError(f"sweep={sweep}: the bench knows sweep=loader (the .beton write options)")
         if compare and compare not in COMPARISONS:
@@ -520,10 +546,10 @@ def main(argv=None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    figures = measure(config, steps)
-    print("\n" + report(config, figures, steps))
+    figures = measure(config, steps, rounds)
+    print("\n" + report(config, figures, steps, rounds))
     if out:
-        Path(out).write_text(json.dumps(profile(config, figures, steps), indent=1) + "\n")
+        Path(out).write_text(json.dumps(profile(config, figures, steps, rounds), indent=1) + "\n")
         print(f"\nprofile written to {out} (python -m submission project ... profile={out})")
     return 0
 

@@ -14,11 +14,11 @@ turn, and each variant's figure is its best round.
 """
 from __future__ import annotations
 
-import time
+import functools
 
 import torch
 
-from .bench import _sync, _synthetic, bench_device, plain_loop
+from .bench import _synthetic, bench_device, in_turns, plain_loop
 from .config import Config
 from .data import loaders
 from .methods.loss import LOSSES
@@ -61,19 +61,8 @@ def comparison(config, classes: int, steps: int, rounds: int) -> dict:
     steps_of[PLAIN_ROW] = plain_loop(config, classes, device, normalize)
 
     images, labels = _synthetic(config.batch_per_device, config.train_resolution, classes, device)
-    for step in steps_of.values():
-        for _ in range(WARM_UP_STEPS):
-            step(images, labels)
-    best = dict.fromkeys(steps_of, 0.0)
-    for _ in range(rounds):
-        for row, step in steps_of.items():
-            _sync(device)
-            start = time.perf_counter()
-            for _ in range(steps):
-                step(images, labels)
-            _sync(device)
-            best[row] = max(best[row], config.batch_per_device * steps / (time.perf_counter() - start))
-    return best
+    return in_turns({row: functools.partial(step, images, labels) for row, step in steps_of.items()},
+                    config.batch_per_device, steps, rounds, device, warmup=WARM_UP_STEPS)
 
 
 def report(config, figures: dict, steps: int, rounds: int) -> str:

@@ -39,11 +39,13 @@ def _resolve(words: list[str]):
 
 def cmd_run(words: list[str]) -> int:
     from . import campaign
+    from .distributed import cpu_threads
     dry = "--dry-run" in words
     config = _resolve([w for w in words if w != "--dry-run"])
     print(f"[campaign] system {config.system_id} ({config.system_name}): {config.dataset} on "
           f"{config.device_type}, {config.world_size} process(es)"
-          + (f", {config.description['accelerator_model_name']}" if config.device_type == "cuda" else ""),
+          + (f", {config.description['accelerator_model_name']}" if config.device_type == "cuda" else
+             f", {cpu_threads(config)} torch and {config.workers_per_device} loader threads each"),
           flush=True)
     if dry:
         try:

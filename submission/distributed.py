@@ -56,6 +56,12 @@ def usable_cpus() -> int:
     return os.cpu_count() or 1
 
 
+def cpu_threads(config) -> int:
+    """torch's threads for each process of a CPU run: cpu_threads, or the usable cores
+    shared out between the node's processes."""
+    return config.cpu_threads or max(1, usable_cpus() // config.processes_per_node)
+
+
 def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:
     if dist.is_initialized():
         dist.all_reduce(tensor, op=dist.ReduceOp.SUM)

@@ -31,7 +31,7 @@ from torch.nn.parallel import DistributedDataParallel
 from . import distributed as dist_utils
 from . import inventory, out_of_memory
 from .config import Config
-from .data import loaders
+from .data import ffcv_threads, loaders
 from .data.prepare import PreparedData
 from .methods.ema import EMA
 from .methods.loss import LOSSES
@@ -200,7 +200,7 @@ class Reporter:
 def run_loaders(config: Config, ctx: dist_utils.Context, seed: int, train_path: str,
                 val_path: str, eval_samples: int, shard: bool):
     """The run's training and evaluation loaders; shard=False builds the same pipelines
-    unsharded (the warm-up, on a synthetic file of one batch)."""
+    unsharded (the warm-up, on synthetic files of one batch)."""
     train = loaders.train_loader(
         train_path, config.train_resolution, config.batch_per_device, config.workers_per_device,
         seed, ctx.device, ctx.distributed and shard, config.crop_scale_min)
@@ -216,8 +216,9 @@ def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed:
               log: RunLog, label: str) -> RunOutcome:
     """Build, then train until the target or the epoch budget; return the outcome."""
     seed_everything(seed)
+    ffcv_threads.install()      # else FFCV's Loaders set torch's threads to their worker count
     if ctx.device.type == "cpu":
-        torch.set_num_threads(config.cpu_threads or max(1, dist_utils.usable_cpus() // config.processes_per_node))
+        torch.set_num_threads(dist_utils.cpu_threads(config))
     torch.backends.cudnn.benchmark = config.cudnn_benchmark
 
     model = model_from_config(config, data.num_classes).to(ctx.device)
@@ -260,10 +261,10 @@ def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed:
                 autocast=autocast, normalize=normalize, device=ctx.device, log=say,
                 calls_per_side=3 if config.cuda_graphs else 1, net_is_compiled=config.compile,
                 dynamic_shapes=config.compile_dynamic)
-        if data.synthetic_path:
-            warm_up_loaders(*run_loaders(config, ctx, seed, data.synthetic_path,
-                                         data.synthetic_path, data.synthetic_samples, shard=False),
-                            log=say)
+        if data.synthetic_train_path:
+            warm_up_loaders(*run_loaders(config, ctx, seed, data.synthetic_train_path,
+                                         data.synthetic_val_path, data.synthetic_samples,
+                                         shard=False), log=say)
 
     log.init_stop_run_start()   # ---- timed region starts: MLPerf run_start ----
     run_start, graphs_at_start = time.monotonic(), compiled_graphs()

@@ -16,11 +16,14 @@ def test_bench_on_a_small_training_set_writes_a_profile_of_every_size(tmp_path, 
     done = subprocess.run(
         [sys.executable, "-m", "submission.bench", "system=cpu", f"cache_dir={cache_dir}",
          "train_limit=256", "eval_limit=64", "batch_per_device=32", "workers_per_device=1",
-         "epochs=4", "steps=2", f"json={profile}"],   # 32 steps: every size of the ramp
+         "epochs=4", "steps=2", "rounds=2", f"json={profile}"],   # 32 steps: every size of the ramp
         cwd=REPO, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     data = json.loads(profile.read_text())
     assert data["schema"] == 1 and data["measured"]["device"] == "cpu"
+    assert data["measured"]["rounds"] == 2 and data["plain_loop_img_per_s"] > 0
+    assert ("(timed in turns, the best of 2 rounds each: the plain loop with the first row; the "
+            "fed step with a recipe step of its own, shown beside it)") in done.stdout
     assert sorted(map(int, data["train_step"])) == [16, 20, 24, 28, 32]
     for figures in data["train_step"].values():
         assert figures["img_per_s"] > 0 and figures["first_step_s"] > 0
@@ -28,6 +31,8 @@ def test_bench_on_a_small_training_set_writes_a_profile_of_every_size(tmp_path, 
     assert isinstance(data["loader"]["epoch_start_s"], float) and "each epoch's start costs" in done.stdout
     assert data["eval_forward_img_per_s"] > 0 and "evaluation forward, synthetic, 32 px" in done.stdout
     fed = data["fed_step_by_side"]                 # at full size and at the smallest side
+    fed_row = next(line for line in done.stdout.splitlines() if "step fed by the loader  " in line)
+    assert fed_row.endswith(f"x the recipe step beside it ({fed['32']['synthetic_img_per_s']:.1f} img/s)")
     assert sorted(map(int, fed)) == [16, 32] and data["fed_step_img_per_s"] == fed["32"]["fed_img_per_s"]
     assert all(v["fed_img_per_s"] > 0 and v["synthetic_img_per_s"] > 0 for v in fed.values())
     assert "the step fed by the loader, in turns with the synthetic step" in done.stdout

@@ -201,6 +201,51 @@ def test_cpu_batches_are_not_copied_in_the_loaders_thread(nested, monkeypatch):
     assert copies == []
 
 
+THREADS_PROBE = """
+import json, os, sys
+import torch
+import ffcv.reader                     # (prepare reads a .beton's metadata): torch's threads at 1
+from submission.bench import bench_device
+from submission.config import resolve
+from submission.data import loaders
+seen = {"ffcv imported": torch.get_num_threads()}
+bench_device(resolve("cpu", {}))       # the run's count: cpu_threads=0, the usable cores
+seen["bench"] = torch.get_num_threads() == len(os.sched_getaffinity(0))
+torch.set_num_threads(3)
+path, val_path, samples = sys.argv[1], sys.argv[2], int(sys.argv[3])
+train = loaders.train_loader(path, resolution=32, batch_size=4, workers=1, seed=0, device=torch.device("cpu"),
+                             distributed=False)
+val = loaders.val_loader(val_path, resolution=32, resize=36, batch_size=4, workers=1,
+                         device=torch.device("cpu"), rank=0, world_size=1, num_samples=samples)
+seen["built"] = torch.get_num_threads()
+for loader in (train, val):
+    for _ in loaders.one_epoch(loader):
+        pass
+seen["epochs"] = torch.get_num_threads()
+print(json.dumps(seen))
+"""
+
+
+def test_ffcv_leaves_torch_threads_to_the_run(nested, tmp_path):
+    """FFCV sets torch's intra-op threads when it is imported (to 1) and when a Loader is
+    built or starts an epoch (to its worker count): the CPU step ran on the loader's
+    threads, not the cpu_threads (or cores per process) the run had set. In a fresh
+    process: FFCV imported, the bench's device set up (the usable cores), then 3 threads
+    set and loaders of 1 worker built and read."""
+    import json
+    import subprocess
+    import sys
+    from conftest import GPUS_HIDDEN, REPO
+    _, _, _, data = nested
+    (tmp_path / "probe.py").write_text(THREADS_PROBE)
+    done = subprocess.run([sys.executable, str(tmp_path / "probe.py"), data.train_path, data.val_path,
+                           str(data.eval_samples)], cwd=REPO, capture_output=True, text=True,
+                          timeout=300, env={"PYTHONPATH": str(REPO), "PATH": "", **GPUS_HIDDEN})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {
+        "ffcv imported": 1, "bench": True, "built": 3, "epochs": 3}
+
+
 @pytest.mark.timeout(120)
 def test_an_epoch_left_early_leaves_no_decoding_thread(nested):
     """A run that reaches its target mid-epoch drops its batches: FFCV's thread would

@@ -74,7 +74,7 @@ config = Config.from_dict(json.loads(open(sys.argv[1]).read()))
 data = PreparedData.load(sys.argv[2])
 ctx = distributed.Context(0, 0, 1, torch.device("cpu"))
 if sys.argv[3] == "warm":
-    warm_up_loaders(*run_loaders(config, ctx, 5, data.synthetic_path, data.synthetic_path,
+    warm_up_loaders(*run_loaders(config, ctx, 5, data.synthetic_train_path, data.synthetic_val_path,
                                  data.synthetic_samples, shard=False), log=lambda line: None)
 with event.install_recorder("numba:compile") as compiles:
     train, val = run_loaders(config, ctx, 5, data.train_path, data.val_path, data.eval_samples,
@@ -92,7 +92,7 @@ print(json.dumps({"compiles": len(compiles.buffer), "labels": labels, "val": ima
 
 def test_loaders_warmed_on_synthetic_images_compile_nothing_after_run_start(tmp_path, cache_dir):
     """In a fresh process, the run's loaders compile their numba pipelines on first use;
-    after warm_up_loaders on the synthetic file they compile nothing, and they give the
+    after warm_up_loaders on the synthetic files they compile nothing, and they give the
     same batches (evaluation images bit for bit, training labels in the same order)."""
     import json
     import subprocess
@@ -104,7 +104,8 @@ def test_loaders_warmed_on_synthetic_images_compile_nothing_after_run_start(tmp_
 
     config = resolve(None, parse_overrides(quick_settings(tmp_path, cache_dir)))
     data = prepare(config)
-    assert data.synthetic_samples == config.batch_per_device and data.synthetic_path
+    assert data.synthetic_samples == config.batch_per_device
+    assert data.synthetic_train_path and data.synthetic_val_path
     (tmp_path / "config.json").write_text(json.dumps(config.to_dict()))
     data.save(tmp_path / "data.json")
     (tmp_path / "probe.py").write_text(LOADER_PROBE)
@@ -122,6 +123,93 @@ def test_loaders_warmed_on_synthetic_images_compile_nothing_after_run_start(tmp_
     assert warm["compiles"] == 0
     assert warm["val"] == cold["val"] and warm["labels"] == cold["labels"]
     assert warm["other_compiles"] > 0 and warm["other_side"] == 16
+
+
+BUFFER_PROBE = '''
+import gc, json, sys, weakref
+import torch
+import ffcv.pipeline.graph
+from submission import distributed
+from submission.config import Config
+from submission.data.loaders import one_epoch
+from submission.data.prepare import PreparedData
+from submission.train import run_loaders
+from submission.warmup import warm_up_loaders
+
+gc.disable()      # what the warm-up frees must not depend on when a collection happens to run
+epochs = []       # one entry per FFCV epoch: its buffers' sizes and weak references
+allocate = ffcv.pipeline.graph.Graph.allocate_memory
+
+def noted(self, *args):
+    buffers = allocate(self, *args)
+    arrays = [a for kind in buffers.values() for b in kind.values() if b is not None
+              for a in (b if isinstance(b, (tuple, list)) else [b])]
+    previous_alive = sum(ref() is not None for ref in epochs[-1]["refs"]) if epochs else 0
+    epochs.append({"bytes": sorted(int(a.nbytes) for a in arrays),
+                   "refs": [weakref.ref(a) for a in arrays], "previous_alive": previous_alive})
+    return buffers
+
+ffcv.pipeline.graph.Graph.allocate_memory = noted
+config = Config.from_dict(json.loads(open(sys.argv[1]).read()))
+data = PreparedData.load(sys.argv[2])
+ctx = distributed.Context(0, 0, 1, torch.device("cpu"))
+warm_ups = []
+for _ in range(2):    # the first compiles the pipelines, the second does not
+    first = len(epochs)
+    warm_up_loaders(*run_loaders(config, ctx, 5, data.synthetic_train_path, data.synthetic_val_path,
+                                 data.synthetic_samples, shard=False), log=lambda line: None)
+    warm_ups.append({"bytes": [e["bytes"] for e in epochs[first:]],
+                     "previous_alive": [e["previous_alive"] for e in epochs[first:]],
+                     "left": sum(ref() is not None for e in epochs for ref in e["refs"])})
+first = len(epochs)
+train, val = run_loaders(config, ctx, 5, data.train_path, data.val_path, data.eval_samples, shard=True)
+training = one_epoch(train)
+next(training)
+for _ in val:
+    pass
+print(json.dumps({"warm_ups": warm_ups, "run": [e["bytes"] for e in epochs[first:]]}))
+'''
+
+
+def test_the_loader_warm_up_leaves_freed_buffers_of_the_run_loaders_sizes(tmp_path, cache_dir):
+    """FFCV allocates each epoch's batch buffers (pinned on a GPU, where torch keeps a
+    freed block for a request of the same power-of-two size). In a fresh process (numba
+    compiles there, and its frames keep the first epoch alive in reference cycles), with
+    the garbage collector off, the warm-up run twice (compiling, then not): it allocates
+    what the run's first training epoch and first evaluation allocate, byte for byte, on
+    images whose largest height and width differ between the splits; the evaluation's
+    buffers are allocated while the training epoch holds its own, as in a run; and none
+    of them is alive when the warm-up returns."""
+    import json
+    import subprocess
+    import sys
+
+    from conftest import GPUS_HIDDEN, REPO
+    from submission.data.prepare import largest_stored_image, prepare
+    from test_data import config as folder_config, write_image
+
+    images = tmp_path / "images"
+    for split, sizes in (("train", ((40, 24), (24, 30), (32, 32))), ("val", ((36, 20), (20, 26)))):
+        for label, name in enumerate(("cat", "dog")):
+            for serial, size in enumerate(sizes * 3):
+                write_image(images / split / name / f"{split}_{name}_{serial}.JPEG", label, serial, size)
+    config = folder_config(images, cache_dir, batch_per_device=4, workers_per_device=1,
+                           eval_resize=20, eval_resolution=16, train_resolution=16)
+    data = prepare(config)
+    assert largest_stored_image(data.train_path) == (32, 40)     # (height, width)
+    assert largest_stored_image(data.val_path) == (26, 36)
+    (tmp_path / "config.json").write_text(json.dumps(config.to_dict()))
+    data.save(tmp_path / "data.json")
+    (tmp_path / "probe.py").write_text(BUFFER_PROBE)
+    done = subprocess.run([sys.executable, str(tmp_path / "probe.py"), str(tmp_path / "config.json"),
+                           str(tmp_path / "data.json")], cwd=REPO, capture_output=True, text=True,
+                          timeout=300, env={"PYTHONPATH": str(REPO), "PATH": "", **GPUS_HIDDEN})
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    for warm_up in found["warm_ups"]:
+        assert warm_up["bytes"] == found["run"]               # [training epoch, evaluation]
+        assert warm_up["previous_alive"][1] == len(found["run"][0]) > 0
+        assert warm_up["left"] == 0
 
 
 ORDER_TRACE = '''
@@ -154,7 +242,7 @@ ffcv.reader.Reader.__init__, mlperf_log.RunLog.init_stop_run_start = _reader, _s
 
 
 def test_no_data_set_is_read_before_run_start(tmp_path, cache_dir):
-    """A real run with the warm-up on: before run_start only the synthetic file is opened;
+    """A real run with the warm-up on: before run_start only the synthetic files are opened;
     the training and validation .beton files (FFCV's Reader reads their labels) only after."""
     import json
     import subprocess
@@ -182,7 +270,7 @@ def test_no_data_set_is_read_before_run_start(tmp_path, cache_dir):
     events = [tuple(json.loads(line)) for line in trace.read_text().splitlines()]
     start = events.index(("run_start", ""))
     before, after = {what for _, what in events[:start]}, {what for _, what in events[start:]}
-    assert data.synthetic_path in before
+    assert {data.synthetic_train_path, data.synthetic_val_path} <= before
     assert data.train_path not in before and data.val_path not in before
     assert {data.train_path, data.val_path} <= after
 

@@ -21,7 +21,7 @@ import queue
 import numpy as np
 import torch
 
-from . import compile_cache
+from . import compile_cache, ffcv_threads
 
 IMAGENET_MEAN = (0.485 * 255, 0.456 * 255, 0.406 * 255)
 IMAGENET_STD = (0.229 * 255, 0.224 * 255, 0.225 * 255)
@@ -42,11 +42,11 @@ def to_device(device: torch.device) -> list:
 
 def train_loader(path: str, resolution: int, batch_size: int, workers: int, seed: int,
                  device: torch.device, distributed: bool, crop_scale_min: float = 0.08):
+    ffcv_threads.install()      # first: importing FFCV sets torch's threads
+    compile_cache.install()
     from ffcv.fields.decoders import IntDecoder, RandomResizedCropRGBImageDecoder
     from ffcv.loader import Loader, OrderOption
     from ffcv.transforms import RandomHorizontalFlip, ToTensor, ToTorchImage
-
-    compile_cache.install()
     image_pipeline = [
         RandomResizedCropRGBImageDecoder((resolution, resolution), scale=(crop_scale_min, 1.0)),
         RandomHorizontalFlip(),
@@ -67,11 +67,11 @@ def train_steps_per_epoch(samples: int, batch_size: int, world_size: int, distri
 
 def val_loader(path: str, resolution: int, resize: int, batch_size: int, workers: int,
                device: torch.device, rank: int, world_size: int, num_samples: int):
+    ffcv_threads.install()      # first: importing FFCV sets torch's threads
+    compile_cache.install()
     from ffcv.fields.decoders import CenterCropRGBImageDecoder, IntDecoder
     from ffcv.loader import Loader, OrderOption
     from ffcv.transforms import ToTensor, ToTorchImage
-
-    compile_cache.install()
     image_pipeline = [
         CenterCropRGBImageDecoder((resolution, resolution), ratio=resolution / resize),
         ToTensor(), *to_device(device), ToTorchImage(channels_last=True),

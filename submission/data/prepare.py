@@ -11,8 +11,9 @@ would be 0 px) fail the step, naming every bad path, unless skip_bad_images=true
 leaves them out, counts them, and lists them in `skipped_images.txt` beside the .beton
 files (an MLPerf run should train on the whole data set: skipping is opt-in).
 
-Beside the data, `prepare` writes a small synthetic .beton of random images with the
-same write settings, on which the loaders are warmed up before run_start.
+Beside the data, `prepare` writes a small synthetic .beton of random images for each
+split, with the same write settings and the split's largest stored height and width, on
+which the loaders are warmed up before run_start (warmup.warm_up_loaders).
 """
 from __future__ import annotations
 
@@ -51,12 +52,17 @@ class PreparedData:
     train_samples: int
     eval_samples: int
     skipped_images: int = 0
-    synthetic_path: str = ""        # random images written the same way: the loaders' warm-up
+    # random images written the same way, shaped like each split: the loaders' warm-up
+    synthetic_train_path: str = ""
+    synthetic_val_path: str = ""
     synthetic_samples: int = 0
 
     @classmethod
     def load(cls, path: Path) -> "PreparedData":
-        return cls(**json.loads(Path(path).read_text()))
+        fields = json.loads(Path(path).read_text())
+        if "synthetic_path" in fields:      # written before the splits had files of their own
+            fields["synthetic_train_path"] = fields["synthetic_val_path"] = fields.pop("synthetic_path")
+        return cls(**fields)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -82,22 +88,36 @@ def _subset(split, limit: int):
 
 
 class SyntheticSplit:
-    """Random-noise images with labels in the data set's class range, nothing read from
-    any data set: the file the loaders are warmed up on before run_start (warmup.py)."""
-    IMAGE_SHAPE = (48, 64, 3)
+    """Random-noise images with labels in the data set's class range: the file a split's
+    loader is warmed up on before run_start (warmup.py). Its first image has the split's
+    largest stored height and width, the others are no larger: FFCV sizes a decoder's
+    scratch buffer by the file's largest height and width, so the warm-up's buffers come
+    out the size of the run's (on a GPU they are pinned, and torch's host cache hands a
+    freed block on only to a request of its power-of-two size)."""
+    SMALL_SHAPE = (48, 64)
 
-    def __init__(self, count: int, num_classes: int):
-        self.count, self.num_classes = count, num_classes
+    def __init__(self, count: int, num_classes: int, largest: tuple[int, int]):
+        self.count, self.num_classes, self.largest = count, num_classes, tuple(largest)
 
     def __len__(self) -> int:
         return self.count
 
     def __getitem__(self, index: int) -> tuple[np.ndarray, int]:
-        image = np.random.default_rng(index).integers(0, 256, self.IMAGE_SHAPE, dtype=np.uint8)
+        shape = self.largest if index == 0 else tuple(map(min, self.SMALL_SHAPE, self.largest))
+        image = np.random.default_rng(index).integers(0, 256, (*shape, 3), dtype=np.uint8)
         return image, index % self.num_classes
 
     def fingerprint(self) -> str:
-        return f"synthetic {self.IMAGE_SHAPE} classes {self.num_classes}"
+        return f"synthetic {self.count} images, largest {self.largest}, classes {self.num_classes}"
+
+
+def largest_stored_image(path: str | Path) -> tuple[int, int]:
+    """The largest stored height and width among a .beton's images, from its metadata (no
+    image is decoded), read by `prepare` before any run starts."""
+    from ffcv.reader import Reader
+    reader = Reader(str(path))
+    images = reader.metadata[f"f{reader.field_names.index('image')}"]
+    return int(images["height"].max()), int(images["width"].max())
 
 
 def _check_image(path: Path) -> tuple[str | None, int, int]:
@@ -512,11 +532,14 @@ def prepare(config: Config) -> PreparedData:
     train_path = _cached_beton(train, folder, "train", settings, workers)
     val_path = _cached_beton(val, folder, "val", settings, workers)
     # one batch for each loader: enough to compile its pipeline (warmup.warm_up_loaders)
-    synthetic = SyntheticSplit(max(config.batch_per_device, config.eval_batch_size),
-                               len(train.classes))
+    count = max(config.batch_per_device, config.eval_batch_size)
     synthetic_folder = cache_folder(config) / "synthetic"
     synthetic_folder.mkdir(exist_ok=True)
-    synthetic_path = _cached_beton(synthetic, synthetic_folder, "synthetic", settings, workers)
+    def synthetic_like(path: Path) -> Path:
+        split = SyntheticSplit(count, len(train.classes), largest_stored_image(path))
+        return _cached_beton(split, synthetic_folder, "synthetic", settings, workers)
+    synthetic_train, synthetic_val = synthetic_like(train_path), synthetic_like(val_path)
     return PreparedData(str(train_path), str(val_path), num_classes=len(train.classes),
                         train_samples=len(train), eval_samples=len(val), skipped_images=skipped,
-                        synthetic_path=str(synthetic_path), synthetic_samples=len(synthetic))
+                        synthetic_train_path=str(synthetic_train),
+                        synthetic_val_path=str(synthetic_val), synthetic_samples=count)
