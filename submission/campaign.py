@@ -1,11 +1,14 @@
 """A campaign: prepare the data once, then N runs with distinct seeds, each one torchrun job.
 
-State lives in results/<system_name>/:
+State lives in results/<system_name>/ (its layout and JSON: submission.results):
   campaign.json       seeds and the settings the campaign was started with
   config.json         the resolved configuration the runs read; data.json: the .beton files
   system.json         the MLPerf system description as run (host fields filled)
   resnet/result_I.txt complete runs only (renamed from .partial after run_stop)
+  progress/run_I.log  each run's printed output; run_I.jsonl: rank 0's progress records
   attempts/           logs of interrupted runs, kept aside, never deleted
+Before anything is written, submission.preflight decides whether this machine can run
+the configuration (and with how many loader threads).
 Re-running the same command resumes: complete runs are kept byte for byte, an
 incomplete run is moved to attempts/ and redone. Changed training settings are
 refused unless new_campaign=true, which archives the old campaign first.
@@ -26,7 +29,12 @@ import threading
 import time
 from pathlib import Path
 
-from .config import HARNESS_ORIGINS, REPO_ROOT, Config, ConfigError, load_descriptor
+from .config import REPO_ROOT, Config, ConfigError
+from .preflight import LaunchPlan, launch_plan
+from .results import (CampaignError, progress_log, progress_records, read_json, result_path,
+                      results_root, system_dir, write_json)
+from .step import RunPlan
+from .system_description import run_description
 
 # Settings that do not change what a run computes: they may differ on resume.
 # workers_per_device: loader threads, fitted to the CPUs this process may use (which may
@@ -46,177 +54,8 @@ OPERATIONAL_SETTINGS = {
 STOP_GRACE_S = 60     # after Ctrl-C, how long the workers get to log run_stop and exit
 
 
-class CampaignError(RuntimeError):
-    """A campaign cannot go on; the message says what happened and what to do."""
-
-
 def _stamp() -> str:
     return datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-
-
-def write_json(path: Path, data) -> None:
-    """Write JSON atomically: a kill mid-write leaves the old file or the new one, never half."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "w") as f:
-            f.write(json.dumps(data, indent=1) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def read_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise CampaignError(
-            f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}). "
-            "It is the campaign's record (seeds, settings): restore it from a backup, or move "
-            "the folder aside to start a new campaign; result files are never edited.") from None
-
-
-def results_root(config: Config) -> Path:
-    root = Path(config.results_dir)
-    return root if root.is_absolute() else REPO_ROOT / root
-
-
-def system_dir(config: Config) -> Path:
-    return results_root(config) / config.system_name
-
-
-def result_path(config: Config, index: int) -> Path:
-    return system_dir(config) / "resnet" / f"result_{index}.txt"
-
-
-def check_launchable(config: Config) -> None:
-    """Fail before touching results/ when this machine cannot run the configuration, or
-    when the descriptor would describe hardware other than what runs. A workers_per_device
-    the user did not choose is lowered here to fit the CPUs (what config.json records)."""
-    problems = hardware_differences(config) + gpu_problems(config)
-    workers = loader_workers_problem(config)
-    if workers:
-        problems.append(workers)
-    if config.dataset == "imagenet":
-        if not config.data_dir:
-            problems.append("dataset=imagenet needs data_dir=FOLDER holding train/ and val/ "
-                            f"(systems/{config.system_id}.json sets none).")
-        elif not Path(config.data_dir).is_dir():
-            problems.append(f"data_dir={config.data_dir} "
-                            + ("is a file, not a folder holding train/ and val/."
-                               if Path(config.data_dir).exists() else "does not exist on this machine."))
-    if problems:
-        raise ConfigError("cannot start this campaign:\n  - " + "\n  - ".join(problems))
-
-
-def hardware_differences(config: Config) -> list[str]:
-    """How the world to launch differs from the descriptor's fixed hardware, or from this
-    machine ([] when a log of this run would describe it truthfully)."""
-    from . import inventory
-    described = int(config.description.get("accelerators_per_node") or 0)
-    local = config.system_id == "local"
-    use_local = "use system=local, which describes this machine as it is"
-    problems = []
-    if config.device_type == "cuda" and described == 0:
-        problems.append("device=cuda, but this machine has no GPU that torch can see "
-                        f"({_why_no_gpu()}); drop device=cuda to train on the CPU"
-                        if local else
-                        f"device=cuda, but systems/{config.system_id}.json describes a machine "
-                        f"without accelerators; {use_local}")
-    if config.device_type == "cpu" and described > 0:
-        problems.append(f"device=cpu, but systems/{config.system_id}.json describes "
-                        f"{described} GPU(s) per node; "
-                        + (("use system=cpu" + (f" dataset=imagenet data_dir={config.data_dir}"
-                                                 if config.dataset == "imagenet" else "")
-                            + ", which describes this machine's CPU and no GPU") if local else use_local))
-    if config.device_type == "cuda" and described and config.processes_per_node != described:
-        problems.append(f"procs_per_node={config.processes_per_node}, but systems/"
-                        f"{config.system_id}.json describes {described} GPUs per node; to train "
-                        "on fewer, hide the others with CUDA_VISIBLE_DEVICES"
-                        + (f" (e.g. CUDA_VISIBLE_DEVICES={','.join(map(str, range(config.processes_per_node)))})"
-                           if local else " and use system=local"))
-    if (local and config.dataset == "imagenet" and config.device_type == "cpu"
-            and not config.device):
-        problems.append(f"no GPU that torch can see ({_why_no_gpu()}), so this campaign would "
-                        f"train on {config.data_dir} on the CPU (on ImageNet: weeks): make the "
-                        "GPUs visible, or pass device=cpu to train on the CPU all the same")
-    if not problems:
-        found = inventory.gpus() if config.device_type == "cuda" else []
-        # what the file states, not the facts of this machine that fill its empty fields
-        differences = inventory.mismatch(load_descriptor(config.system_id), found)
-        if differences and not local:
-            problems.append(f"systems/{config.system_id}.json does not describe this machine: "
-                            + "; ".join(differences) + f"; {use_local}")
-    return problems
-
-
-def _why_no_gpu() -> str:
-    import torch
-    if not torch.version.cuda and not torch.version.hip:
-        return f"this torch ({torch.__version__}) was built without CUDA"
-    variable, tool = ("HIP_VISIBLE_DEVICES", "rocm-smi") if torch.version.hip else ("CUDA_VISIBLE_DEVICES", "nvidia-smi")
-    visible = os.environ.get(variable)
-    if visible is not None and not visible.strip():
-        return f"{variable} is empty"
-    return f"torch.cuda.is_available() is False: check the driver ({tool})" + (
-        f" and {variable}={visible}" if visible else "")
-
-
-def gpu_problems(config: Config) -> list[str]:
-    """What the visible GPUs and this torch build cannot do for the configuration: bf16
-    without bf16 tensor cores (compute capability below 8.0), several processes without
-    NCCL (gloo on the CPU)."""
-    import torch
-    import torch.distributed as dist
-    problems = []
-    bf16 = config.precision == "amp" and config.amp_dtype == "bf16"
-    # ROCm reports capabilities of its own (gfx versions): nothing is claimed there
-    if bf16 and config.device_type == "cuda" and torch.version.hip is None and torch.cuda.is_available():
-        older: dict[tuple[str, str], list[str]] = {}
-        for index in range(torch.cuda.device_count()):
-            capability = torch.cuda.get_device_capability(index)
-            if capability < (8, 0):
-                kind = (torch.cuda.get_device_name(index), "%d.%d" % capability)
-                older.setdefault(kind, []).append(str(index))
-        for (name, capability), indices in older.items():
-            problems.append(f"amp_dtype=bf16, but {name} (GPU {', '.join(indices)}) has compute "
-                            f"capability {capability}: bf16 tensor cores need 8.0 (A100, H100) or "
-                            "newer; use amp_dtype=fp16 (with a GradScaler, the published setting)")
-    if config.world_size > 1:
-        backend = "NCCL" if config.device_type == "cuda" else "gloo"
-        available = dist.is_available() and (
-            dist.is_nccl_available() if backend == "NCCL" else dist.is_gloo_available())
-        if not available:
-            one = ("one GPU (CUDA_VISIBLE_DEVICES=0 with system=local)" if backend == "NCCL"
-                   else "procs_per_node=1")
-            problems.append(
-                f"{config.world_size} processes ({config.processes_per_node} per node x "
-                f"{config.num_nodes} node(s)) on {config.device_type} talk through {backend}, "
-                f"and this torch build ({torch.__version__}) has no {backend}: install a torch "
-                f"build with {backend}, or train on {one}")
-    return problems
-
-
-def loader_workers_problem(config: Config) -> str | None:
-    """Loader threads of all processes of this node against the CPUs this process may run
-    on. A harness-chosen workers_per_device that does not fit is lowered (and said); one
-    the user chose is refused with the value that fits."""
-    from .distributed import usable_cpus
-    cpus, processes = usable_cpus(), config.processes_per_node
-    workers = config.workers_per_device
-    fits = max(1, cpus // processes)      # below one each the processes share CPUs anyway
-    if workers * processes <= cpus or workers <= fits:
-        return None
-    if config.origin("workers_per_device") in HARNESS_ORIGINS:
-        print(f"[campaign] workers_per_device={fits}: {cpus} usable CPUs / {processes} "
-              f"process(es) (was {workers})", flush=True)
-        config.settings["workers_per_device"] = fits
-        config.origins["workers_per_device"] = f"derived: {cpus} usable CPUs / {processes} process(es)"
-        return None
-    return (f"workers_per_device={workers} ({config.origin('workers_per_device')}) x "
-            f"{processes} process(es) per node is {workers * processes} loader threads, but this "
-            f"process may run on {cpus} CPUs; pass workers_per_device={fits}.")
 
 
 def torchrun_command(config: Config, train_args: list[str]) -> list[str]:
@@ -307,8 +146,8 @@ def _hardware_changes(config: Config) -> list[str]:
 
 def _same_size(before: str, after: str) -> bool:
     """Two memory sizes as system.json writes them, alike within rounding: the host's moves
-    by a GiB with a kernel update, and harnesses before 2026-11-23 wrote a GPU's measured
-    memory in GB where it is now in GiB ("86 GB" then, "80 GiB" now)."""
+    by a GiB with a kernel update, and earlier versions of this harness wrote a GPU's
+    measured memory in GB where it is now in GiB ("86 GB" then, "80 GiB" now)."""
     from .inventory import stated_bytes
     sizes = stated_bytes(before), stated_bytes(after)
     if not all(sizes):
@@ -386,26 +225,6 @@ def _draw_seeds(count: int) -> list[int]:
     return seeds
 
 
-def run_description(config: Config) -> dict:
-    """The MLPerf system description of what trains: the world actually launched (nodes,
-    accelerators per node, name), notes saying what ran."""
-    description = dict(config.description)
-    description["system_name"] = config.system_name
-    description["number_of_nodes"] = str(config.num_nodes)
-    description["accelerators_per_node"] = str(config.accelerators_per_node)
-    if config.accelerators_per_node == 0:
-        for key in ("accelerator_model_name", "accelerator_memory_capacity", "accelerator_frequency",
-                    "accelerator_host_interconnect", "accelerator_interconnect"):
-            description[key] = ""
-    if not description.get("sw_notes"):
-        data = ("ImageNet" if config.dataset == "imagenet" else
-                "Fashion-MNIST, scaled down (submission/embedded.yaml); not an ImageNet result")
-        description["sw_notes"] = (f"{config.recipe} recipe on {data}; {config.device_type}, "
-                                   f"{config.world_size} process(es), global batch "
-                                   f"{config.global_batch_size}")
-    return description
-
-
 def _write_system_description(config: Config) -> None:
     write_json(system_dir(config) / "system.json", run_description(config))
 
@@ -420,8 +239,8 @@ def _set_aside(partial: Path, index: int) -> None:
 
 
 def _launch(config: Config, train_args: list[str], progress: Path | None = None) -> int:
-    """One torchrun job; with `progress`, its output also goes to that file (the progress
-    lines the plots read: results/<system>/progress/run_<i>.log). Ctrl-C (or SIGTERM)
+    """One torchrun job; with `progress`, its output also goes to that file (the run's
+    transcript: results/<system>/progress/run_<i>.log). Ctrl-C (or SIGTERM)
     stops it cleanly: torchrun gets SIGTERM and passes it to the workers, which log
     run_stop aborted with the reason; then the campaign stops saying how to resume."""
     copy = None
@@ -460,16 +279,16 @@ def _relay(job: subprocess.Popen, copy) -> int:
     return job.wait()
 
 
-def _enough_images(config: Config, data) -> None:
-    if data.train_samples < config.global_batch_size:
-        raise ConfigError(
-            f"{data.train_samples} training images are fewer than one global batch "
-            f"({config.global_batch_size} = {config.batch_per_device} per process x "
-            f"{config.world_size} process(es)): lower batch_per_device or add images")
+def plan_launch(config: Config) -> LaunchPlan:
+    """What preflight decided about `config`, each change it made said on a [campaign] line."""
+    plan = launch_plan(config)
+    for note in plan.notes:
+        print(f"[campaign] {note}", flush=True)
+    return plan
 
 
 def run_campaign(config: Config) -> int:
-    check_launchable(config)
+    config = plan_launch(config).approved()
     if config.node_rank > 0:
         return follow_campaign(config)
     from .data.prepare import prepare
@@ -480,7 +299,7 @@ def run_campaign(config: Config) -> int:
         with Lock(folder):
             state = load_campaign(config)
             data = prepare(config)          # before anything is recorded: it may fail
-            _enough_images(config, data)
+            RunPlan.of(config, data.train_samples)  # refuses a set smaller than one step
             if state is None:
                 state = new_campaign_state(config)
                 write_json(folder / "campaign.json", state)
@@ -512,11 +331,12 @@ def _run_all(config: Config, seeds: list[int], config_file: Path, data_file: Pat
         print(f"[campaign] run {index + 1}/{len(seeds)}, seed {seeds[index]}{eta}", flush=True)
         started = time.monotonic()
         cleared = clear_cache(config)
-        progress = system_dir(config) / "progress" / f"run_{index}.log"
+        progress = progress_log(config, index)
         rc = _launch(config, [
             "--config", str(config_file), "--data", str(data_file), "--run-index", str(index),
             "--runs", str(len(seeds)), "--seed", str(seeds[index]), "--result", str(final),
-            "--cache-cleared", str(int(cleared)), "--remaining", str(len(todo) - position - 1)],
+            "--cache-cleared", str(int(cleared)), "--remaining", str(len(todo) - position - 1),
+            "--progress", str(progress_records(config, index))],
             progress=progress)
         if rc != 0 or not final.is_file():
             from .out_of_memory import reported

@@ -10,6 +10,7 @@
   settings [recipe=NAME]                           every setting, its value and meaning
   project system=NAME profile=FILE [key=value ...] projected minutes and dollars of a run
   report RESULTS_DIR                               report.md with plots and tables
+  bench [system=NAME] [key=value ...] [steps=N] [rounds=R] [json=FILE] [compare=composer|methods] [sweep=loader]   throughput figures (a profile for project)
 """
 from __future__ import annotations
 
@@ -21,11 +22,10 @@ import os
 import select
 import sys
 from pathlib import Path
+from typing import Callable
 
-from .config import REPO_ROOT, ConfigError, describe_settings, parse_overrides, resolve
-
-VERBS = ("run", "prepare", "score", "compare", "package", "check", "describe", "settings",
-         "project", "report")
+from .config import REPO_ROOT, ConfigError, parse_overrides, resolve
+from .results import CampaignError
 
 
 def _resolve(words: list[str]):
@@ -48,10 +48,11 @@ def cmd_run(words: list[str]) -> int:
              f", {cpu_threads(config)} torch and {config.workers_per_device} loader threads each"),
           flush=True)
     if dry:
+        plan = campaign.plan_launch(config)        # may lower workers_per_device
         try:
-            campaign.check_launchable(config)      # may lower workers_per_device
+            plan.approved()
         finally:    # printed also when refused: it shows what would have run
-            print(campaign.dry_run(config))
+            print(campaign.dry_run(plan.config))
         return 0
     return campaign.run_campaign(config)
 
@@ -125,9 +126,8 @@ def cmd_check(words: list[str]) -> int:
 
 def cmd_describe(words: list[str]) -> int:
     """The MLPerf system description exactly as a run of these settings writes it."""
-    from .campaign import run_description
     from .compliance import known_rulesets
-    from .system_description import for_ruleset
+    from .system_description import for_ruleset, run_description
     parser = argparse.ArgumentParser(prog="python -m submission describe",
                                      usage="%(prog)s [system=NAME] [key=value ...] [--ruleset R]")
     parser.add_argument("--ruleset", default="2.0.0", choices=known_rulesets(),
@@ -147,8 +147,37 @@ def cmd_report(words: list[str]) -> int:
     return report.main(words)
 
 
+def cmd_settings(words: list[str]) -> int:
+    from .settings import describe_settings
+    settings = parse_overrides(words)
+    if set(settings) - {"recipe"}:
+        raise ConfigError(f"settings takes only recipe=NAME, not {', '.join(words)}")
+    print(describe_settings(settings.get("recipe")))
+    return 0
+
+
+def cmd_bench(words: list[str]) -> int:
+    from .bench import main
+    return main(words)
+
+
+# Each verb and the function that does it (the module docstring says what each does).
+VERBS: dict[str, Callable[[list[str]], int]] = {
+    "run": cmd_run,
+    "prepare": cmd_prepare,
+    "score": cmd_score,
+    "compare": cmd_compare,
+    "package": cmd_package,
+    "check": cmd_check,
+    "describe": cmd_describe,
+    "settings": cmd_settings,
+    "project": cmd_project,
+    "report": cmd_report,
+    "bench": cmd_bench,
+}
+
 # verbs without an argparse parser of their own: --help prints this module's usage
-MODULE_HELP_VERBS = ("run", "prepare", "compare", "describe", "settings", "project")
+MODULE_HELP_VERBS = ("run", "prepare", "compare", "describe", "settings", "project", "bench")
 
 
 def _advice(exc: OSError) -> str:
@@ -174,13 +203,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError(f"unknown command {argv[0]!r}" + (f" (did you mean {close[0]}?)" if close else "")
                               + f". Commands: {', '.join(VERBS)}; `python -m submission --help` "
                               "says what each does")
-        if verb == "settings":
-            words = parse_overrides(argv)
-            if set(words) - {"recipe"}:
-                raise ConfigError(f"settings takes only recipe=NAME, not {', '.join(argv)}")
-            print(describe_settings(words.get("recipe")))
-            return 0
-        return globals()[f"cmd_{verb}"](argv)
+        return VERBS[verb](argv)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
@@ -192,12 +215,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, ValueError) as exc:   # bad input: the message says what to do
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except Exception as exc:
-        from .campaign import CampaignError
-        if isinstance(exc, CampaignError):
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
-        raise
+    except CampaignError as exc:               # a campaign cannot go on: the message says why
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
 
 
 def _stdout_is_gone() -> bool:

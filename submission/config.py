@@ -54,7 +54,7 @@ HARNESS_SETTINGS: dict[str, tuple[Any, str]] = {
     "skip_bad_images": (False, "skip unusable images (unreadable, or too small for the pipeline; counted, listed) instead of failing"),
     "write_mode": ("proportion", "FFCV RGBImageField write_mode: raw, jpg, proportion, smart (published: "
                    "proportion; raw gave a CPU-bound loader 2x the rate for 1.75x the bytes: "
-                   "README, Throughput, bench sweep=loader)"),
+                   "docs/throughput.md, bench sweep=loader)"),
     "write_max_resolution": (500, "longest side stored in the .beton (Composer's create_ffcv_datasets.py: 500)"),
     "write_jpeg_quality": (90, "JPEG quality of stored images (create_ffcv_datasets.py: 90)"),
     "write_compress_probability": (0.5, "share of images stored as JPEG in proportion mode (0.5)"),
@@ -228,6 +228,12 @@ class Config:
 
     def origin(self, key: str) -> str:
         return self.origins.get(key, DEFAULT_ORIGIN)
+
+    def replaced(self, updates: dict[str, Any], origin: str) -> "Config":
+        """A new Config with `updates` set and `origin` recorded as where each came from;
+        this one is left as it was (the values are not validated again)."""
+        return Config(self.system_id, {**self.settings, **updates}, dict(self.description),
+                      {**self.origins, **{key: origin for key in updates}})
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -552,7 +558,7 @@ def validate(config: Config) -> None:
         problems.append("progressive resizing needs 0 < resize_initial_scale <= 1 and "
                         "0 <= resize_start_fraction <= resize_finish_fraction <= 1")
     # a named descriptor's V100s, refused where no GPU can be asked (dry-run, project);
-    # campaign.gpu_problems asks the GPUs of the launching machine themselves
+    # preflight.gpu_problems asks the GPUs of the launching machine themselves
     accelerator = str(config.description.get("accelerator_model_name", ""))
     if (config.precision == "amp" and config.amp_dtype == "bf16" and config.device_type == "cuda"
             and "V100" in accelerator.upper()):
@@ -577,42 +583,3 @@ def validate(config: Config) -> None:
                         f"({config.num_nodes} node(s))")
     if problems:
         raise ConfigError("invalid configuration:\n  - " + "\n  - ".join(problems))
-
-
-def describe_settings(recipe_name: str | None = None) -> str:
-    """Every setting with its value in the recipe, or its default, and its meaning
-    (for `python -m submission settings [recipe=NAME]`)."""
-    recipe_name = recipe_name or HARNESS_SETTINGS["recipe"][0]
-    recipe = load_recipe(recipe_name)
-    lines = [f"Recipe settings (submission/recipes/{recipe_name}.yaml, with their published sources "
-             "in its comments):"]
-    lines += [f"  {key} = {recipe[key]!r}  -- {meaning}{_admits(key)}"
-              for key, (_, meaning) in RECIPE_SETTINGS.items()]
-    lines += ["\nDerived from them:"] + _derived_schedule(Config(recipe_name, recipe, {}))
-    lines.append("\nHarness settings:")
-    lines += [f"  {key} = {default!r}  -- {meaning}{_admits(key)}"
-              for key, (default, meaning) in HARNESS_SETTINGS.items()]
-    return "\n".join(lines)
-
-
-def _admits(key: str) -> str:
-    if key in RANGES:
-        return f"; {RANGES[key]}"
-    if key in CHOICES:
-        return f"; one of {', '.join(c for c in CHOICES[key] + RESOLVED_CHOICES.get(key, ()) if c)}"
-    return ""
-
-
-def _derived_schedule(config: Config) -> list[str]:
-    """The duration, warmup and training sides a recipe's settings resolve to."""
-    from .methods.progressive_resize import schedule_sides
-    lines = [f"  train_epochs = {config.train_epochs:g}  -- epochs x scale_schedule_ratio"
-             + (", truncated to whole epochs" if config.whole_epochs else ""),
-             f"  warmup_train_epochs = {config.warmup_train_epochs:g}  -- warmup_epochs"
-             + (" x scale_schedule_ratio" if config.scale_warmup else ", not scaled")]
-    if config.progressive_resize and config.resize_granularity == "epoch":
-        steps_per_epoch = 100    # any count: the side changes only at epoch boundaries
-        sides = schedule_sides(steps_per_epoch, round(config.train_epochs * steps_per_epoch), config)
-        lines.append(f"  training sides = {', '.join(map(str, sides))}  -- in order, changing at "
-                     "epoch boundaries")
-    return lines

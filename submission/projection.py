@@ -2,11 +2,11 @@
 
     python -m submission project system=NAME profile=FILE [dp_efficiency=F] [key=value ...]
 
-The profile is the JSON `python -m submission.bench ... json=FILE` writes on a machine:
+The profile is the JSON `python -m submission bench ... json=FILE` writes on a machine:
 per-process training-step rate at every image side of the progressive-resizing
 schedule, evaluation rate, FFCV loader rate and its thread count, and the one-time
-costs inside a run. The projection walks the resolved schedule of the chosen recipe on
-NAME step by step, as train.py does, and adds up:
+costs inside a run. The projection walks the run plan of the chosen recipe on NAME
+(step.RunPlan, the one the training loop follows) step by step, and adds up:
 
   training   per side: images / min(step rate x processes x data-parallel efficiency,
              loader rate per thread x loader threads per process x processes)
@@ -21,22 +21,19 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .config import Config, ConfigError, parse_overrides, resolve
-from .methods.progressive_resize import side_at
+from .config import Config, ConfigError, load_descriptor, parse_overrides, resolve
+from .data.sources import PUBLISHED_SPLIT_SIZES
+from .step import RunPlan
 
 SCHEMA = 1
-# Images per split of the data sets the harness prepares (before train_limit / eval_limit):
-# ImageNet-1k (ILSVRC 2012) and Fashion-MNIST, as their publishers list them.
-DATASET_IMAGES = {"imagenet": (1_281_167, 50_000), "fashion-mnist": (60_000, 10_000)}
 # Assumed share of linear scaling kept by data-parallel training over several processes
 # when no measurement is given (dp_efficiency=); 1 process needs none.
 DEFAULT_DP_EFFICIENCY = 0.90
-BENCH_HINT = ("measure one on the target machine: `python -m submission.bench system={system} "
+BENCH_HINT = ("measure one on the target machine: `python -m submission bench system={system} "
               "json=profile-{system}.json`, then `python -m submission project system={system} "
               "profile=profile-{system}.json`")
 
@@ -71,6 +68,13 @@ class Projection:
     @property
     def run_minutes(self) -> float:
         return sum(p.seconds for p in self.parts) / 60
+
+    @property
+    def training_img_per_s(self) -> float:
+        """The whole system's training rate over every side of the run (what the
+        write-ups' throughput figures measure)."""
+        training = [p for p in self.parts if p.what.startswith("train ")]
+        return sum(p.images for p in training) / sum(p.seconds for p in training)
 
     @property
     def campaign_minutes(self) -> float:
@@ -214,29 +218,40 @@ def profile_problems(profile: dict[str, Any]) -> list[str]:
 
 
 def dataset_images(config: Config) -> tuple[int, int]:
-    train, val = DATASET_IMAGES[config.dataset]
+    train, val = PUBLISHED_SPLIT_SIZES[config.dataset]
     return (min(train, config.train_limit or train), min(val, config.eval_limit or val))
 
 
-def side_schedule(config: Config, steps_per_epoch: int, total_steps: int) -> list[tuple[int, int, int]]:
-    """(side, first step, steps) for each run of steps at one side, as train.py resizes."""
-    runs: list[tuple[int, int, int]] = []
-    for step in range(total_steps):
-        side = side_at(step, steps_per_epoch, total_steps, config)
-        if runs and runs[-1][0] == side:
-            runs[-1] = (side, runs[-1][1], runs[-1][2] + 1)
-        else:
-            runs.append((side, step, 1))
-    return runs
+def host_vcpus(config: Config) -> tuple[int, str]:
+    """vCPUs of one node of `config`'s system, and where the count comes from: the
+    descriptor's host_processor_vcpu_count; else its cores x processors per node (one
+    thread per core: the descriptor does not say whether SMT is on, so this is a lower
+    bound); a descriptor that names no host processor describes the machine it runs on,
+    and then this machine's count is taken. A descriptor that names its processor but
+    states neither is refused, naming the field to fill."""
+    stated = load_descriptor(config.system_id)
+    where = f"systems/{config.system_id}.json"
 
+    def count(field: str) -> int:
+        value = str(stated.get(field) or "").strip()
+        return int(value) if value.isascii() and value.isdigit() else 0
 
-def _vcpus(config: Config) -> tuple[int, str]:
-    declared = str(config.description.get("host_processor_vcpu_count") or "").strip()
-    if declared.isdigit():
-        return int(declared), f"{declared} vCPUs (systems/{config.system_id}.json)"
-    count = os.cpu_count() or 1
-    return count, (f"{count} vCPUs of this machine (systems/{config.system_id}.json leaves the "
-                   "count to the host it runs on)")
+    if count("host_processor_vcpu_count"):
+        return count("host_processor_vcpu_count"), f"{count('host_processor_vcpu_count')} vCPUs ({where})"
+    cores, sockets = count("host_processor_core_count"), count("host_processors_per_node")
+    if cores and sockets:
+        return cores * sockets, (f"{cores * sockets} vCPUs = {cores} cores x {sockets} processors "
+                                 f"x 1 thread per core ({where} states no vCPU count nor SMT: a "
+                                 "lower bound)")
+    if not str(stated.get("host_processor_model_name") or "").strip():
+        host = str(config.description.get("host_processor_vcpu_count") or "").strip()
+        if host.isdigit():
+            return int(host), (f"{host} vCPUs of this machine ({where} names no host processor: "
+                               "it describes the machine it runs on)")
+    raise ConfigError(
+        f"{where} states no host_processor_vcpu_count, nor host_processor_core_count with "
+        "host_processors_per_node, so the loader threads per process cannot be projected: fill "
+        "host_processor_vcpu_count (the vCPUs of one node) in that file")
 
 
 def project(config: Config, profile: dict[str, Any], profile_name: str,
@@ -248,15 +263,9 @@ def project(config: Config, profile: dict[str, Any], profile_name: str,
         raise ConfigError(f"dp_efficiency must be in (0, 1], not {dp_efficiency}")
     measured, settings = profile["measured"], profile["settings"]
     train_images, eval_images = dataset_images(config)
-    steps_per_epoch = train_images // config.global_batch_size
-    if steps_per_epoch == 0:
-        raise ConfigError(f"{train_images} training images are fewer than one global batch "
-                          f"({config.global_batch_size} = {config.batch_per_device} per process x "
-                          f"{config.world_size} process(es)): lower batch_per_device")
-    total_steps = max(1, round(config.train_epochs * steps_per_epoch))
-    eval_every = max(1, round(config.eval_every_epochs * steps_per_epoch))
-    evaluations = total_steps // eval_every + (1 if total_steps % eval_every else 0)   # as train.py
-    schedule = side_schedule(config, steps_per_epoch, total_steps)
+    plan = RunPlan.of(config, train_images)
+    steps_per_epoch, total_steps, eval_every = plan.steps_per_epoch, plan.total_steps, plan.eval_every
+    schedule = plan.side_runs()
 
     missing = sorted({side for side, _, _ in schedule if str(side) not in profile["train_step"]})
     if missing:
@@ -265,7 +274,7 @@ def project(config: Config, profile: dict[str, Any], profile_name: str,
             f"{', '.join(map(str, missing))} px, which the {config.recipe} schedule on "
             f"{config.system_id} trains at; " + BENCH_HINT.format(system=config.system_id))
 
-    vcpus, vcpu_source = _vcpus(config)
+    vcpus, vcpu_source = host_vcpus(config)
     threads = max(1, min(config.workers_per_device, vcpus // config.processes_per_node))
     loader = profile["loader"]
     loader_rate = loader["img_per_s"] / loader["threads"] * threads * processes
@@ -299,7 +308,7 @@ def project(config: Config, profile: dict[str, Any], profile_name: str,
             parts.append(Part(f"train {side} px, epochs {first / steps_per_epoch:.3g}-"
                               f"{(first + steps) / steps_per_epoch:.3g}", images, rate, limit,
                               images / rate))
-        count = stop // eval_every + (1 if stop == total_steps and stop % eval_every else 0)
+        count = plan.evaluations_until(stop)
         parts.append(Part(f"evaluation, {count} x {eval_images:,} images", count * eval_images,
                           eval_rate, "eval", count * eval_images / eval_rate))
         # with the warm-up, the first step at each side is paid before run_start
@@ -324,11 +333,10 @@ def project(config: Config, profile: dict[str, Any], profile_name: str,
         return parts
 
     parts = parts_until(total_steps)
-    last_regular = total_steps // eval_every * eval_every
+    last_regular = plan.last_regular_evaluation()
     early = None
-    if 0 < last_regular < total_steps:
-        early = (last_regular / steps_per_epoch,
-                 sum(p.seconds for p in parts_until(last_regular)) / 60)
+    if last_regular:
+        early = (plan.epoch(last_regular), sum(p.seconds for p in parts_until(last_regular)) / 60)
 
     warnings = []
     for key in ("batch_per_device", "precision", "amp_dtype", "train_resolution", "eval_resolution"):
@@ -376,7 +384,7 @@ def project(config: Config, profile: dict[str, Any], profile_name: str,
            f"; the run ends earlier when the target is reached at the last evaluation before the "
            f"budget's end (epoch {early[0]:.4g}), where the published Mild runs reached it"),
         f"evaluation every {config.eval_every_epochs:g} epochs ({eval_every} steps): "
-        f"{evaluations} evaluations of {eval_images:,} images, scaling with processes",
+        f"{plan.evaluations_until(total_steps)} evaluations of {eval_images:,} images, scaling with processes",
         "not counted: set-up outside the timed region (data conversion, launch, model build, "
         "cache clearing) and the gaps between runs",
         (f"price ${price:g}/hour for the whole system: {config.price_source or 'source not given'}, "
@@ -402,7 +410,8 @@ def format_projection(projection: Projection) -> str:
     def cost(value: float | None) -> str:
         return "—" if value is None else f"${value:,.2f}"
 
-    lines += [f"| **one run (run_start→run_stop), whole budget** | | | | **{p.run_minutes:.3f}** |",
+    lines += [f"| training at every side, on average | | {p.training_img_per_s:,.0f} | | |",
+              f"| **one run (run_start→run_stop), whole budget** | | | | **{p.run_minutes:.3f}** |",
               f"| **campaign of {p.runs} runs** | | | | **{p.campaign_minutes:.3f}** |"]
     if p.early_stop:
         epoch, minutes = p.early_stop
@@ -432,10 +441,7 @@ def main(words: list[str]) -> int:
     dp = overrides.pop("dp_efficiency", None)
     config = resolve(None, overrides)
     if not profile_path:
-        train_images, _ = dataset_images(config)
-        per_epoch = max(1, train_images // config.global_batch_size)
-        total = max(1, round(config.train_epochs * per_epoch))
-        sides = sorted({side for side, _, _ in side_schedule(config, per_epoch, total)})
+        sides = sorted(set(RunPlan.of(config, dataset_images(config)[0]).sides()))
         raise ProfileError(
             f"no profile for {config.system_id}: a projection needs measured figures, never "
             f"guessed ones: the per-process training-step rate at {', '.join(map(str, sides))} px, "

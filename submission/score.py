@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import RANGES
+from .results import CampaignError, read_json
 
 BENCHMARK = "resnet"
 RULESET = "2.0.0"           # the parser of the round of the recipe; the file format is the same
@@ -301,7 +302,6 @@ def write_summary(system_dir: Path, summary: Summary) -> tuple[Path, Path]:
 def compare_systems(results_dir: Path, prices: dict[str, float] | None = None) -> str:
     """Markdown table over every results/<system_name>/ with result files or a summary.
     prices: USD per hour by folder name, used instead of campaign.json's price."""
-    from .campaign import CampaignError
     rows, unreadable = [], []
     for system_dir in sorted(p for p in Path(results_dir).iterdir() if p.is_dir()):
         try:
@@ -364,9 +364,7 @@ def write_comparison(results_dir: Path) -> Path:
 # ---------------------------------------------------------------------------
 def read_campaign(system_dir: Path) -> dict[str, Any]:
     """system_dir/campaign.json, or {} when there is none (foreign logs); a damaged one is
-    an error (campaign.CampaignError), never read as missing: its price and target count."""
-    from .campaign import read_json
-
+    an error (results.CampaignError), never read as missing: its price and target count."""
     path = Path(system_dir) / "campaign.json"
     if not path.is_file():
         return {}

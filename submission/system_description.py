@@ -13,6 +13,9 @@ Rulesets before 4.0.0 keep onprem / cloud / preview / research (a description al
 in the 4.x wording is mapped back). Numbers become strings: MLPerf descriptions are
 all-string, and the official checker fails on a number in e.g. accelerators_per_node.
 
+`run_description` is the description of what a configuration trains: the world
+launched (nodes, accelerators per node, system name) over the descriptor's fields.
+
 `fill_from_host` fills EMPTY fields ("" or None) that this machine can tell (processor,
 memory, disk, software versions) and never overwrites a field that is set. Accelerator
 fields come from submission.inventory, and only for a descriptor that leaves them empty
@@ -75,6 +78,27 @@ def for_ruleset(description: dict, ruleset: str) -> dict:
         raise ValueError(f"unknown system status {status!r}: use one of {allowed}")
     fields["status"] = STATUS_4X[short] if uses_availability_status(ruleset) else short
     return fields
+
+
+def run_description(config) -> dict:
+    """The MLPerf system description of what trains under `config` (a resolved
+    submission.config.Config): the world actually launched (nodes, accelerators per node,
+    name), and notes saying what ran. It is what system.json records and `describe` prints."""
+    description = dict(config.description)
+    description["system_name"] = config.system_name
+    description["number_of_nodes"] = str(config.num_nodes)
+    description["accelerators_per_node"] = str(config.accelerators_per_node)
+    if config.accelerators_per_node == 0:
+        for key in ("accelerator_model_name", "accelerator_memory_capacity", "accelerator_frequency",
+                    "accelerator_host_interconnect", "accelerator_interconnect"):
+            description[key] = ""
+    if not description.get("sw_notes"):
+        data = ("ImageNet" if config.dataset == "imagenet" else
+                "Fashion-MNIST, scaled down (submission/embedded.yaml); not an ImageNet result")
+        description["sw_notes"] = (f"{config.recipe} recipe on {data}; {config.device_type}, "
+                                   f"{config.world_size} process(es), global batch "
+                                   f"{config.global_batch_size}")
+    return description
 
 
 # ---- host probes: each returns a value or raises; a failure leaves the field empty --
@@ -231,7 +255,7 @@ def fill_from_host(description: dict) -> dict:
     return filled
 
 
-__all__ = ["STATUS_4X", "for_ruleset", "fill_from_host", "uses_availability_status"]
+__all__ = ["STATUS_4X", "for_ruleset", "fill_from_host", "run_description", "uses_availability_status"]
 
 if __name__ == "__main__":  # a quick look at what this machine reports
     import json

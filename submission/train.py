@@ -14,7 +14,6 @@ to do (or that the campaign is over, --finish) and with which settings.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import random
@@ -26,20 +25,15 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch.nn.parallel import DistributedDataParallel
 
 from . import distributed as dist_utils
 from . import inventory, out_of_memory
 from .config import Config
 from .data import ffcv_threads, loaders
-from .data.prepare import PreparedData
-from .methods.ema import EMA
-from .methods.loss import LOSSES
-from .methods.progressive_resize import resize_batch, schedule_sides, side_at
-from .methods.schedule import lr_at
-from .methods.sgdw import DecoupledSGDW
+from .data.prepare import PreparedData, cache_folder
 from .mlperf_log import RunLog
-from .model import model_from_config
+from .progress import Reporter
+from .step import RunPlan, build_step
 from .warmup import compiled, compiled_graphs, warm_up, warm_up_loaders
 
 
@@ -102,45 +96,6 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def autocast_for(config: Config, device: torch.device):
-    if config.precision != "amp":
-        return contextlib.nullcontext
-    dtype = torch.bfloat16 if config.amp_dtype == "bf16" else torch.float16
-    # including_emulation=False: a V100 "supports" bf16 only by emulation, far slower
-    if (dtype == torch.bfloat16 and device.type == "cuda"
-            and not torch.cuda.is_bf16_supported(including_emulation=False)):
-        raise RuntimeError(f"amp_dtype=bf16 but {torch.cuda.get_device_name(device)} has no bf16 "
-                           "support: use amp_dtype=fp16 (the published setting)")
-    return lambda: torch.autocast(device.type, dtype=dtype)
-
-
-def optimizer_step(net, optimizer, scaler, autocast, loss_fn, images, labels,
-                   smoothing: float) -> torch.Tensor:
-    """Forward, backward and update on one batch (a GradScaler only for fp16 on CUDA)."""
-    optimizer.zero_grad(set_to_none=True)
-    with autocast():
-        loss = loss_fn(net(images), labels.view(-1), smoothing)
-    if scaler:
-        scaler.scale(loss).backward()
-        scaler.step(optimizer)
-        scaler.update()
-    else:
-        loss.backward()
-        optimizer.step()
-    return loss
-
-
-def recipe_optimizer(config: Config, model: torch.nn.Module, device: torch.device) -> DecoupledSGDW:
-    """The recipe's SGDW at this global batch (torch's fused kernel on CUDA)."""
-    return DecoupledSGDW(model.parameters(), lr=config.peak_lr, momentum=config.momentum,
-                         weight_decay=config.effective_weight_decay, fused=device.type == "cuda")
-
-
-def grad_scaler(config: Config, device: torch.device):
-    fp16_on_cuda = config.precision == "amp" and config.amp_dtype == "fp16" and device.type == "cuda"
-    return torch.amp.GradScaler("cuda") if fp16_on_cuda else None
-
-
 @torch.no_grad()
 def evaluate(model, loader, normalize, autocast, expected_samples: int) -> float:
     was_training = model.training
@@ -159,44 +114,6 @@ def evaluate(model, loader, normalize, autocast, expected_samples: int) -> float
     return correct / count
 
 
-class Reporter:
-    """Progress lines on rank 0: step, loss, lr, img/s, accuracy so far, ETA.
-
-    A line's img/s covers the training steps since the previous line, evaluation time
-    left out (each evaluation line gives its own seconds), so that every window can be
-    held against the steady rate of its size (report.steadiness)."""
-
-    def __init__(self, label: str, total_steps: int, steps_per_epoch: int, global_batch: int,
-                 every: int, enabled: bool):
-        self.label, self.total, self.per_epoch = label, total_steps, steps_per_epoch
-        self.batch, self.every, self.enabled = global_batch, every, enabled
-        self.start = time.monotonic()
-        self.window_start, self.window_steps = self.start, 0
-        self.accuracy = None
-
-    def step(self, step: int, loss: torch.Tensor, lr: float, side: int) -> None:
-        self.window_steps += 1
-        if not self.enabled or (step % self.every and step != self.total):
-            return
-        now = time.monotonic()
-        rate = self.window_steps * self.batch / max(now - self.window_start, 1e-9)
-        self.window_start, self.window_steps = now, 0
-        elapsed = (now - self.start) / 60
-        eta = elapsed / step * (self.total - step)
-        acc = f"top-1 {self.accuracy:.4f}" if self.accuracy is not None else "top-1 -"
-        print(f"{self.label} epoch {step / self.per_epoch:5.2f} step {step}/{self.total} "
-              f"loss {loss.item():.4f} lr {lr:.4f} {side}px {rate:.0f} img/s | {acc} | "
-              f"{elapsed:.2f} min, budget ETA {eta:.1f} min", flush=True)
-
-    def evaluated(self, epoch: float, accuracy: float, target: float, seconds: float) -> None:
-        self.accuracy = accuracy
-        self.window_start += seconds
-        if self.enabled:
-            mark = "reached" if accuracy >= target else "below"
-            print(f"{self.label} eval at epoch {epoch:.2f}: top-1 {accuracy:.4f} ({mark} target "
-                  f"{target}) in {seconds:.2f} s", flush=True)
-
-
 def run_loaders(config: Config, ctx: dist_utils.Context, seed: int, train_path: str,
                 val_path: str, eval_samples: int, shard: bool):
     """The run's training and evaluation loaders; shard=False builds the same pipelines
@@ -213,7 +130,7 @@ def run_loaders(config: Config, ctx: dist_utils.Context, seed: int, train_path: 
 
 
 def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed: int,
-              log: RunLog, label: str) -> RunOutcome:
+              log: RunLog, label: str, progress_file: Path | None = None) -> RunOutcome:
     """Build, then train until the target or the epoch budget; return the outcome."""
     seed_everything(seed)
     ffcv_threads.install()      # else FFCV's Loaders set torch's threads to their worker count
@@ -221,30 +138,13 @@ def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed:
         torch.set_num_threads(dist_utils.cpu_threads(config))
     torch.backends.cudnn.benchmark = config.cudnn_benchmark
 
-    model = model_from_config(config, data.num_classes).to(ctx.device)
-    log.weights_initialization(model)
-    ema = (EMA(model, config.ema_half_life_batches, config.ema_update_every_batches)
-           if config.ema_half_life_batches > 0 else None)
-    net = (DistributedDataParallel(model, device_ids=[ctx.local_rank] if ctx.device.type == "cuda" else None)
-           if ctx.distributed else model)
-    steps_per_epoch = loaders.train_steps_per_epoch(data.train_samples, config.batch_per_device,
-                                                    ctx.world_size, ctx.distributed)
-    if steps_per_epoch == 0:
-        raise RuntimeError(f"{data.train_samples} training images are fewer than one global batch "
-                           f"({config.global_batch_size}): lower batch_per_device")
-    total_steps = max(1, round(config.train_epochs * steps_per_epoch))
-    train_sides = schedule_sides(steps_per_epoch, total_steps, config)
+    plan = RunPlan.of(config, data.train_samples, ctx.world_size)
+    step_fn = build_step(config, data.num_classes, ctx.device, ddp=ctx.distributed,
+                         local_rank=ctx.local_rank)
+    log.weights_initialization(step_fn.model)
     if config.compile:
-        from .data.prepare import cache_folder
-        net = compiled(net, cache_folder(config), len(train_sides), config.cuda_graphs,
-                       config.compile_dynamic)
-    optimizer = recipe_optimizer(config, model, ctx.device)
-    loss_fn = LOSSES[config.loss]
-    autocast = autocast_for(config, ctx.device)
-    scaler = grad_scaler(config, ctx.device)
-    normalize = loaders.Normalizer(ctx.device)
-    warmup_steps = round(config.warmup_train_epochs * steps_per_epoch)
-    eval_every = max(1, round(config.eval_every_epochs * steps_per_epoch))
+        step_fn = step_fn.with_net(compiled(step_fn.net, cache_folder(config), len(plan.sides()),
+                                            config.cuda_graphs, config.compile_dynamic))
     log.hyperparameters(config, seed, data.train_samples, data.eval_samples)
 
     def say(line: str) -> None:
@@ -253,12 +153,13 @@ def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed:
 
     eval_batch = config.eval_batch_size or config.batch_per_device
     if config.warmup:
-        warm_up(net, model, train_sides=train_sides,
+        warm_up(step_fn.net, step_fn.model, train_sides=plan.sides(),
                 eval_side=config.eval_resolution, batch=config.batch_per_device,
                 eval_batches=loaders.eval_batch_sizes(data.eval_samples, eval_batch, ctx.rank,
                                                       ctx.world_size),
-                num_classes=data.num_classes, loss_fn=loss_fn, smoothing=config.label_smoothing,
-                autocast=autocast, normalize=normalize, device=ctx.device, log=say,
+                num_classes=data.num_classes, loss_fn=step_fn.loss_fn,
+                smoothing=config.label_smoothing, autocast=step_fn.autocast,
+                normalize=step_fn.normalize, device=ctx.device, log=say,
                 calls_per_side=3 if config.cuda_graphs else 1, net_is_compiled=config.compile,
                 dynamic_shapes=config.compile_dynamic)
         if data.synthetic_train_path:
@@ -268,42 +169,38 @@ def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed:
 
     log.init_stop_run_start()   # ---- timed region starts: MLPerf run_start ----
     run_start, graphs_at_start = time.monotonic(), compiled_graphs()
-    report = Reporter(label, total_steps, steps_per_epoch, config.global_batch_size,
-                      config.progress_every_steps, ctx.is_main)
+    report = Reporter(label, plan.total_steps, plan.steps_per_epoch, config.global_batch_size,
+                      config.progress_every_steps, ctx.is_main, progress_file)
     # the data sets are opened only now: FFCV's Loader reads the labels when it is built
     train_loader, val_loader = run_loaders(config, ctx, seed, data.train_path, data.val_path,
                                            data.eval_samples, shard=True)
-    if len(train_loader) != steps_per_epoch:
+    if len(train_loader) != plan.steps_per_epoch:
         raise RuntimeError(f"the training loader has {len(train_loader)} batches an epoch, "
-                           f"{steps_per_epoch} were planned from data.json: was the .beton replaced?")
+                           f"{plan.steps_per_epoch} were planned from data.json: was the .beton replaced?")
     STOP.in_loop = True
+    last_step = plan.total_steps        # lowered when the ranks agree to stop early
     step, epoch, accuracy, reached, reason = 0, 0, 0.0, False, "epoch budget exhausted"
-    while step < total_steps and not reached:
+    while step < last_step and not reached:
         epoch += 1
         log.epoch_start(epoch)
         for images, labels in loaders.one_epoch(train_loader):
             STOP.check()
-            lr = lr_at(step, total_steps, warmup_steps, config.peak_lr)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            side = side_at(step, steps_per_epoch, total_steps, config)
+            lr, side = plan.lr(step), plan.side(step)
+            step_fn.set_lr(lr)
             with out_of_memory.At("training", side, config.batch_per_device, step + 1):
-                x = resize_batch(normalize(images), side, config.resize_mode)
-                loss = optimizer_step(net, optimizer, scaler, autocast, loss_fn, x, labels,
-                                      config.label_smoothing)
+                loss = step_fn(images, labels, side)
             step += 1
-            if ema:
-                ema.update(model, step)
+            step_fn.update_average(step)
             report.step(step, loss, lr, side)
 
-            evaluated = step % eval_every == 0 or step == total_steps
+            evaluated = plan.evaluates_after(step)
             if evaluated:
-                eval_epoch, eval_began = round(step / steps_per_epoch, 4), time.monotonic()
+                eval_epoch, eval_began = round(plan.epoch(step), 4), time.monotonic()
                 log.eval_start(eval_epoch)
-                eval_model = ema.model if ema else model
-                dist_utils.average_buffers(eval_model)
+                dist_utils.average_buffers(step_fn.eval_model)
                 with out_of_memory.At("evaluation", config.eval_resolution, eval_batch, step):
-                    accuracy = evaluate(eval_model, val_loader, normalize, autocast, data.eval_samples)
+                    accuracy = evaluate(step_fn.eval_model, val_loader, step_fn.normalize,
+                                        step_fn.autocast, data.eval_samples)
                 log.eval_result(eval_epoch, accuracy)
                 report.evaluated(eval_epoch, accuracy, config.target_accuracy,
                                  time.monotonic() - eval_began)
@@ -318,25 +215,25 @@ def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed:
                 if diverged:
                     reason = (f"diverged: non-finite loss at step {step} (lower lr, or "
                               "precision=fp32 if autocast is on)")
-                    reached, total_steps = False, step
+                    reached, last_step = False, step
                 elif out_of_time and not reached:
                     reason = f"max_run_minutes={config.max_run_minutes:g} exceeded"
-                    total_steps = step
-            if reached or step >= total_steps:
+                    last_step = step
+            if reached or step >= last_step:
                 break
         log.epoch_stop(epoch)       # also for a partial last epoch: the checker needs one
     minutes = (time.monotonic() - run_start) / 60
+    report.close()
     if config.compile and compiled_graphs() > graphs_at_start:
         say(f"torch.compile compiled {compiled_graphs() - graphs_at_start} graph(s) after run_start: "
             f"their compile time is inside this run's {minutes:.2f} min"
             + ("" if config.warmup else " (warmup=false)"))
-    dist_utils.average_buffers(model)       # one model, the same on every rank
-    details = {"epoch_num": round(step / steps_per_epoch, 4)}
+    dist_utils.average_buffers(step_fn.model)       # one model, the same on every rank
+    details = {"epoch_num": round(plan.epoch(step), 4)}
     if not reached:
         details["reason"] = reason
     log.run_stop(reached, **details)   # ---- timed region ends: MLPerf run_stop ----
-    return RunOutcome(reached, accuracy, step / steps_per_epoch, minutes, model,
-                      ema.model if ema else model)
+    return RunOutcome(reached, accuracy, plan.epoch(step), minutes, step_fn.model, step_fn.eval_model)
 
 
 # ---------------------------------------------------------------------------
@@ -355,6 +252,8 @@ def parse_args(argv):
     parser.add_argument("--remaining", type=int, default=0, help="runs left after this one")
     parser.add_argument("--state", default="", help="follower: where to record runs remaining")
     parser.add_argument("--save-weights", default="", help="folder: each rank saves its final weights")
+    parser.add_argument("--progress", default="", metavar="FILE",
+                        help="rank 0 writes machine-readable progress (JSON lines) here")
     return parser.parse_args(argv)
 
 
@@ -387,7 +286,8 @@ def main(argv=None) -> int:
         if unlike:
             raise RuntimeError(unlike)
         data = PreparedData.load(Path(args.data))
-        outcome = train_run(config, data, ctx, spec["seed"], log, label)
+        outcome = train_run(config, data, ctx, spec["seed"], log, label,
+                            progress_file=Path(args.progress) if args.progress else None)
         if args.save_weights:
             Path(args.save_weights).mkdir(parents=True, exist_ok=True)
             torch.save({"model": outcome.model.state_dict(), "eval_model": outcome.eval_model.state_dict()},

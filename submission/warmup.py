@@ -167,7 +167,7 @@ def compiled(net: torch.nn.Module, cache_dir, sizes: int, cuda_graphs: bool = Fa
     schedule has 13 sizes: its 5 largest, 40% of the run, would not be compiled.
     cuda_graphs: mode reduce-overhead, each size's forward and backward replayed as CUDA
     graphs (on an H100: 2.58x eager at 88 px, where the step is launch-bound, 1.31x at
-    176 px; README Throughput).
+    176 px; docs/gpu-h100.md).
     dynamic: graphs with symbolic sizes instead (dynamic=True), compiled again only where a
     size changes a guard (on CPU, ResNet-50 compiled again going from 32 to 16 px). Issue 9
     measured it on an H100: 130 s to compile once, then 1.2-2.4 s at each new size, and no

@@ -14,7 +14,7 @@ def test_bench_on_a_small_training_set_writes_a_profile_of_every_size(tmp_path, 
     profile = tmp_path / "profile.json"
     # 256 training images are fewer than the (4 + 4 x steps) batches the bench reads: it cycles
     done = subprocess.run(
-        [sys.executable, "-m", "submission.bench", "system=cpu", f"cache_dir={cache_dir}",
+        [sys.executable, "-m", "submission", "bench", "system=cpu", f"cache_dir={cache_dir}",
          "train_limit=256", "eval_limit=64", "batch_per_device=32", "workers_per_device=1",
          "epochs=4", "steps=2", "rounds=2", f"json={profile}"],   # 32 steps: every size of the ramp
         cwd=REPO, capture_output=True, text=True, timeout=600)
@@ -93,12 +93,12 @@ def test_composer_comparison_without_composer_says_how_to_install_it(tmp_path):
                            f"cache_dir={tmp_path / 'cache'}"], cwd=REPO, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 2, done.stdout + done.stderr
-    assert "needs MosaicML Composer" in done.stderr and "submission.bench_composer" in done.stderr
+    assert "needs MosaicML Composer" in done.stderr and "submission.bench.compare_composer" in done.stderr
     assert not (tmp_path / "cache").exists()
 
 
 def test_method_comparison_times_each_variant_and_the_plain_loop(cache_dir):
-    from submission.bench_methods import PLAIN_ROW, VARIANTS
+    from submission.bench.compare_methods import PLAIN_ROW, VARIANTS
     done = subprocess.run(
         [sys.executable, "-m", "submission.bench", "compare=methods", "system=cpu",
          f"cache_dir={cache_dir}", "train_limit=256", "eval_limit=64", "batch_per_device=8",
@@ -116,7 +116,7 @@ def test_method_comparison_times_each_variant_and_the_plain_loop(cache_dir):
 
 def test_every_method_variant_swaps_something_the_recipe_has():
     """A misspelt key would leave a variant identical to the recipe's step, silently."""
-    from submission.bench_methods import VARIANTS
+    from submission.bench.compare_methods import VARIANTS
     from submission.config import resolve
     recipe = resolve(None, {})
     assert VARIANTS[0][1:] == ({}, "sgdw")
@@ -177,7 +177,7 @@ def test_loader_alone_separates_each_epochs_start_from_its_steady_rate():
     would report a third of the rate; the steady rate and the start are told apart."""
     import torch
     import pytest
-    from submission.bench import loader_alone
+    from submission.bench.timing import loader_alone
     rate, start = loader_alone(_Loader(3, 0.4, 0.02), 12, torch.device("cpu"))
     assert 8 / 0.02 * 0.5 < rate <= 8 / 0.02        # cycling epochs would give under a third
     assert start == pytest.approx(0.4, abs=0.15)
@@ -185,3 +185,20 @@ def test_loader_alone_separates_each_epochs_start_from_its_steady_rate():
     assert 8 / 0.02 * 0.5 < rate <= 8 / 0.02 and start is None
     with pytest.raises(Exception, match="needs at\\s+least 2"):
         loader_alone(_Loader(1, 0.0, 0.0), 4, torch.device("cpu"))
+
+
+def test_workers_are_fitted_to_the_usable_cpus_as_a_campaign_fits_them(monkeypatch, capsys):
+    """The harness's own workers_per_device is lowered to the CPUs this process may use
+    (numba refuses more threads than CPUs, deep inside the loader); a user's is refused."""
+    import os
+    import pytest
+    from submission.bench.command import fitted
+    from submission.config import ConfigError, resolve
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    config = resolve("cpu", {})
+    assert config.workers_per_device > 1
+    lowered = fitted(config)
+    assert lowered.workers_per_device == 1 and config.workers_per_device > 1   # a new config
+    assert "workers_per_device=1" in capsys.readouterr().out
+    with pytest.raises(ConfigError, match="pass workers_per_device=1"):
+        fitted(resolve("cpu", {"workers_per_device": "4"}))

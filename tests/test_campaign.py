@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, quick_settings, run_submission
+from submission.results import CampaignError, result_path, system_dir, write_json
+from submission.system_description import run_description
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -119,8 +121,8 @@ def test_second_campaign_on_the_same_results_is_locked_out(tmp_path, cache_dir):
 def record(config):
     from submission import campaign
     state = campaign.new_campaign_state(config)
-    campaign.system_dir(config).mkdir(parents=True, exist_ok=True)
-    campaign.write_json(campaign.system_dir(config) / "campaign.json", state)
+    system_dir(config).mkdir(parents=True, exist_ok=True)
+    write_json(system_dir(config) / "campaign.json", state)
     return state
 
 
@@ -130,12 +132,12 @@ def test_new_campaign_archives_instead_of_overwriting(tmp_path):
     first = resolve("cpu", {"results_dir": str(tmp_path), "runs": "2", "seeds": "1,2"})
     assert campaign.load_campaign(first) is None
     assert record(first)["seeds"] == [1, 2]
-    done = campaign.result_path(first, 0)
+    done = result_path(first, 0)
     done.parent.mkdir(parents=True)
     done.write_text("a finished run\n")
     # same settings: resumed, seeds kept; other seeds without new_campaign: refused
     assert campaign.load_campaign(first)["seeds"] == [1, 2]
-    with pytest.raises(campaign.CampaignError, match="new_campaign=true"):
+    with pytest.raises(CampaignError, match="new_campaign=true"):
         campaign.load_campaign(resolve("cpu", {"results_dir": str(tmp_path), "runs": "2",
                                                "seeds": "3,4"}))
     # the same command with new_campaign=true, run again on the unfinished campaign: resumed
@@ -158,14 +160,13 @@ def test_runs_made_on_other_hardware_are_not_resumed_under_a_new_description(tmp
     from submission.config import resolve
     config = resolve("cpu", {"results_dir": str(tmp_path), "runs": "2", "seeds": "1,2"})
     record(config)
-    recorded = campaign.run_description(config)
-    campaign.write_json(campaign.system_dir(config) / "system.json",
-                        {**recorded, "host_processor_vcpu_count": "64"})
+    recorded = run_description(config)
+    write_json(system_dir(config) / "system.json", {**recorded, "host_processor_vcpu_count": "64"})
     assert campaign.load_campaign(config)["seeds"] == [1, 2]     # no complete run yet
-    done = campaign.result_path(config, 0)
+    done = result_path(config, 0)
     done.parent.mkdir(parents=True)
     done.write_text("a finished run\n")
-    with pytest.raises(campaign.CampaignError) as refused:
+    with pytest.raises(CampaignError) as refused:
         campaign.load_campaign(config)
     assert f"host_processor_vcpu_count: '64' -> '{recorded['host_processor_vcpu_count']}'" in str(refused.value)
     anew = resolve("cpu", {"results_dir": str(tmp_path), "runs": "2", "seeds": "1,2", "new_campaign": "true"})
@@ -179,15 +180,14 @@ def test_a_campaign_resumes_across_what_does_not_change_its_runs(tmp_path):
     from submission.config import resolve
     config = resolve("cpu", {"results_dir": str(tmp_path), "runs": "2", "seeds": "1,2"})
     record(config)
-    recorded = campaign.run_description(config)
+    recorded = run_description(config)
     memory = int(recorded["host_memory_capacity"].split()[0])
-    campaign.write_json(campaign.system_dir(config) / "system.json",
-                        {**recorded, "host_memory_capacity": f"{memory - 1} GiB"})
+    write_json(system_dir(config) / "system.json", {**recorded, "host_memory_capacity": f"{memory - 1} GiB"})
     assert campaign._hardware_changes(config) == []
     for old, new in (("86 GB", "80 GiB"), ("25 GB", "24 GiB"), ("80 GB", "80 GB")):   # H100 PCIe, RTX 4090
         assert campaign._same_size(old, new)
     assert not campaign._same_size("40 GB", "80 GB")
-    done = campaign.result_path(config, 0)
+    done = result_path(config, 0)
     done.parent.mkdir(parents=True)
     done.write_text("a finished run\n")
     again = resolve("cpu", {"results_dir": str(tmp_path), "runs": "2", "seeds": "1,2",
@@ -200,19 +200,18 @@ def test_campaign_record_cut_mid_write_is_named_with_its_line(tmp_path):
     from submission.config import resolve
     config = resolve("cpu", {"results_dir": str(tmp_path), "runs": "2", "seeds": "1,2"})
     record(config)
-    state_file = campaign.system_dir(config) / "campaign.json"
+    state_file = system_dir(config) / "campaign.json"
     text = state_file.read_text()
     state_file.write_text(text[: len(text) // 2])
-    with pytest.raises(campaign.CampaignError, match=r"campaign.json is not valid JSON \(line \d+"):
+    with pytest.raises(CampaignError, match=r"campaign.json is not valid JSON \(line \d+"):
         campaign.load_campaign(config)
 
 
 def test_atomic_write_leaves_the_old_file_when_writing_fails(tmp_path):
-    from submission import campaign
     target = tmp_path / "campaign.json"
-    campaign.write_json(target, {"seeds": [1]})
+    write_json(target, {"seeds": [1]})
     with pytest.raises(TypeError):
-        campaign.write_json(target, {"seeds": object()})     # fails mid-serialisation
+        write_json(target, {"seeds": object()})     # fails mid-serialisation
     assert json.loads(target.read_text()) == {"seeds": [1]}
     assert [p.name for p in tmp_path.iterdir()] == ["campaign.json"]
 
@@ -244,7 +243,6 @@ def test_full_disk_during_a_run_fails_clearly_and_keeps_earlier_results(tmp_path
     """RLIMIT_FSIZE (a full disk for files past 20 kB) while run 2 writes its log: the run
     fails with a clear message, run 1's result file is byte-identical, no result_1.txt."""
     import resource
-    from submission import campaign
     from submission.config import parse_overrides, resolve
     from submission.data.prepare import prepare
     results = tmp_path / "results"
@@ -252,7 +250,7 @@ def test_full_disk_during_a_run_fails_clearly_and_keeps_earlier_results(tmp_path
     config = resolve(None, parse_overrides(settings))
     prepare(config)                                  # the .beton files exist beforehand
     record(config)
-    first = campaign.result_path(config, 0)
+    first = result_path(config, 0)
     first.parent.mkdir(parents=True)
     first.write_text("a finished run, written before the disk filled up\n")
     limit = 20_000                                   # the run's log passes it during init
@@ -263,7 +261,7 @@ def test_full_disk_during_a_run_fails_clearly_and_keeps_earlier_results(tmp_path
     assert "File too large" in done.stdout + done.stderr
     assert "run 2 failed" in done.stderr and "re-run the same command" in done.stderr
     assert first.read_text() == "a finished run, written before the disk filled up\n"
-    assert not campaign.result_path(config, 1).exists()
+    assert not result_path(config, 1).exists()
 
 
 def test_followers_on_one_results_dir_keep_separate_state(tmp_path, cache_dir, monkeypatch):
@@ -281,7 +279,7 @@ def test_followers_on_one_results_dir_keep_separate_state(tmp_path, cache_dir, m
         config = resolve(None, parse_overrides(quick_settings(
             tmp_path, cache_dir, nodes=3, node_rank=rank, master_addr="127.0.0.1")))
         assert campaign.follow_campaign(config) == 0
-    folder = campaign.system_dir(config)
+    folder = system_dir(config)
     names = sorted(p.name for p in folder.iterdir())
     for rank in (1, 2):
         assert {f"config.node{rank}.json", f"data.node{rank}.json", f"state.node{rank}.json"} <= set(names)

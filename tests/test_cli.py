@@ -27,7 +27,7 @@ def test_describe_knows_the_rulesets_mlperf_logging_knows(capsys):
     assert "invalid choice: '9.9'" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("verb", ["run", "prepare", "describe", "settings", "compare", "project"])
+@pytest.mark.parametrize("verb", ["run", "prepare", "describe", "settings", "compare", "project", "bench"])
 def test_help_is_usage_not_an_error(capsys, verb):
     assert cli.main([verb, "--help"]) == 0
     assert "python -m submission VERB" in capsys.readouterr().out
@@ -63,6 +63,11 @@ def test_bench_options_need_their_value():
     done = subprocess.run([sys.executable, "-m", "submission.bench", "system=cpu", "sweep"], cwd=REPO,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "sweep takes a value (sweep=...)" in done.stderr
+
+
+def test_bench_is_a_verb_of_the_command_line(capsys):
+    assert cli.main(["bench", "system=cpu", "sweep"]) == 2
+    assert "sweep takes a value (sweep=...)" in capsys.readouterr().err
 
 
 def test_a_campaign_that_fails_before_recording_leaves_no_results_folder(tmp_path):

@@ -5,6 +5,7 @@ import pytest
 
 from submission import config
 from submission.config import ConfigError, parse_overrides, resolve
+from submission.settings import describe_settings
 
 
 def test_mild_recipe_carries_the_published_values():
@@ -31,6 +32,7 @@ def test_baseline_drops_the_speed_up_methods():
     assert base["train_resolution"] == 224 and base["eval_resize"] == 256
     assert base["epochs"] * base["scale_schedule_ratio"] == 90
     assert base["momentum"] == 0.875   # inherited from mild
+    assert base["init_bn_gamma"] == "uniform" and base["init_conv"] == "kaiming_normal"
 
 
 def test_p4d_keeps_the_recipe_and_derives_the_launch():
@@ -90,7 +92,7 @@ def test_recipe_files_are_type_checked(tmp_path, monkeypatch):
 
 
 def test_settings_show_the_published_recipe():
-    text = config.describe_settings("mild")
+    text = describe_settings("mild")
     for line in ("lr = 2.048", "momentum = 0.875", "label_smoothing = 0.08", "whole_epochs = True",
                  "amp_dtype = 'fp16'", "resize_granularity = 'epoch'", "train_epochs = 28 ",
                  "warmup_train_epochs = 8 ",

@@ -205,7 +205,7 @@ THREADS_PROBE = """
 import json, os, sys
 import torch
 import ffcv.reader                     # (prepare reads a .beton's metadata): torch's threads at 1
-from submission.bench import bench_device
+from submission.bench.timing import bench_device
 from submission.config import resolve
 from submission.data import loaders
 seen = {"ffcv imported": torch.get_num_threads()}

@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from submission import campaign, inventory
+from submission import campaign, inventory, preflight
 from submission.config import ConfigError, resolve
+from submission.results import CampaignError, system_dir
+from submission.system_description import run_description
 
 H100 = inventory.GPU("NVIDIA H100 80GB HBM3", 85_520_000_000, "1980 MHz (max SM clock)",
                      "PCIe Gen5 x16", nvlink=False)
@@ -33,7 +35,7 @@ def test_local_describes_the_gpus_found_and_runs_one_process_each(gpus):
     assert cfg.system_name == "local_1xH100-80GB"
     assert (cfg.device_type, cfg.processes_per_node, cfg.accelerators_per_node) == ("cuda", 1, 1)
     assert cfg.dataset == "imagenet" and cfg.global_batch_size == 256
-    written = campaign.run_description(cfg)
+    written = run_description(cfg)
     assert written["accelerator_model_name"] == "NVIDIA H100 80GB HBM3"
     assert written["accelerator_memory_capacity"] == "80 GB"
     assert written["accelerator_frequency"] == "1980 MHz (max SM clock)"
@@ -51,8 +53,8 @@ def test_local_without_data_runs_the_embedded_campaign_on_what_it_finds(gpus):
     gpu = resolve("local", {})
     assert gpu.system_name == "local_8xA100-40GB" and gpu.device_type == "cuda"
     assert gpu.dataset == "fashion-mnist" and gpu.world_size == 8
-    assert campaign.run_description(gpu)["accelerator_interconnect"].startswith("NVLink")
-    assert "not an ImageNet result" in campaign.run_description(gpu)["sw_notes"]
+    assert run_description(gpu)["accelerator_interconnect"].startswith("NVLink")
+    assert "not an ImageNet result" in run_description(gpu)["sw_notes"]
 
 
 @pytest.mark.parametrize("found, overrides, message", [
@@ -76,21 +78,21 @@ def test_a_named_system_that_is_not_this_machine_is_refused(gpus, tmp_path, foun
 def test_the_machine_the_descriptor_describes_is_accepted(gpus, tmp_path):
     gpus.extend([A100_40] * 8)
     cfg = resolve("p4d", {"data_dir": str(tmp_path), "workers_per_device": "1"})
-    assert campaign.hardware_differences(cfg) == []
+    assert preflight.hardware_differences(cfg) == []
 
 
 def test_cpu_system_names_no_gpu_even_where_there_is_one(gpus):
     gpus.extend([H100])
     cfg = resolve("cpu", {})
-    written = campaign.run_description(cfg)
+    written = run_description(cfg)
     assert written["accelerators_per_node"] == "0" and written["accelerator_model_name"] == ""
     with pytest.raises(ConfigError, match="describes a machine without accelerators"):
-        campaign.check_launchable(resolve("cpu", {"device": "cuda"}))
+        preflight.launch_plan(resolve("cpu", {"device": "cuda"})).approved()
 
 
 def test_the_logged_world_is_the_launched_one():
     cfg = resolve("cpu", {"procs_per_node": "2", "nodes": "2", "master_addr": "10.0.0.1"})
-    written = campaign.run_description(cfg)
+    written = run_description(cfg)
     assert written["number_of_nodes"] == "2" and written["accelerators_per_node"] == "0"
     assert written["system_name"] == cfg.system_name == "2xlocal_cpu"
     assert cfg.global_batch_size == 4 * 64
@@ -98,7 +100,7 @@ def test_the_logged_world_is_the_launched_one():
 
 def test_device_cuda_on_a_local_machine_without_gpu_says_so(gpus):
     with pytest.raises(ConfigError, match="this machine has no GPU that torch can see"):
-        campaign.check_launchable(resolve("local", {"device": "cuda", "workers_per_device": "1"}))
+        preflight.launch_plan(resolve("local", {"device": "cuda", "workers_per_device": "1"})).approved()
 
 
 @pytest.mark.parametrize("host, message", [
@@ -110,7 +112,7 @@ def test_a_named_system_on_another_host_is_refused(gpus, monkeypatch, tmp_path, 
     gpus.extend([A100_40] * 8)
     monkeypatch.setattr(inventory, "host", lambda: host)
     cfg = resolve("p4d", {"data_dir": str(tmp_path), "workers_per_device": "1"})
-    assert any(message in problem for problem in campaign.hardware_differences(cfg))
+    assert any(message in problem for problem in preflight.hardware_differences(cfg))
 
 
 @pytest.mark.parametrize("name, memory, family, memory_gb, kind", [
@@ -145,17 +147,17 @@ def test_imagenet_on_a_local_machine_without_gpu_needs_device_cpu(gpus, tmp_path
     cfg = resolve("local", {"data_dir": str(tmp_path), "workers_per_device": "1"})
     assert cfg.device_type == "cpu"
     with pytest.raises(ConfigError, match="would train on .* on the CPU \\(on ImageNet: weeks\\).*pass device=cpu"):
-        campaign.check_launchable(cfg)
+        preflight.launch_plan(cfg).approved()
     chosen = resolve("local", {"data_dir": str(tmp_path), "workers_per_device": "1", "device": "cpu"})
-    campaign.check_launchable(chosen)
+    preflight.launch_plan(chosen).approved()
 
 
 def test_local_refusals_point_to_what_fits_not_back_to_local(gpus):
     gpus.extend([A100_40] * 8)
     with pytest.raises(ConfigError, match="use system=cpu, which describes this machine's CPU"):
-        campaign.check_launchable(resolve("local", {"device": "cpu", "workers_per_device": "1"}))
+        preflight.launch_plan(resolve("local", {"device": "cpu", "workers_per_device": "1"})).approved()
     with pytest.raises(ConfigError, match=r"CUDA_VISIBLE_DEVICES \(e.g. CUDA_VISIBLE_DEVICES=0,1,2,3\)"):
-        campaign.check_launchable(resolve("local", {"procs_per_node": "4", "workers_per_device": "1"}))
+        preflight.launch_plan(resolve("local", {"procs_per_node": "4", "workers_per_device": "1"})).approved()
 
 
 TOPOLOGY = """\
@@ -239,9 +241,9 @@ def test_bf16_on_a_gpu_without_bf16_tensor_cores_is_refused_before_anything_is_w
             "cores need 8.0") in str(refused.value)
     assert "use amp_dtype=fp16" in str(refused.value)
     assert not (tmp_path / "results").exists()
-    campaign.check_launchable(resolve("local", settings))                  # fp16: fine
-    campaign.check_launchable(resolve("local", {**settings, "amp_dtype": "bf16",
-                                                "precision": "fp32"}))     # no autocast
+    preflight.launch_plan(resolve("local", settings)).approved()                  # fp16: fine
+    preflight.launch_plan(resolve("local", {**settings, "amp_dtype": "bf16",
+                                            "precision": "fp32"})).approved()     # no autocast
 
 
 def test_bf16_is_accepted_on_ampere_and_not_judged_on_rocm(gpus, cuda, tmp_path, monkeypatch):
@@ -249,12 +251,12 @@ def test_bf16_is_accepted_on_ampere_and_not_judged_on_rocm(gpus, cuda, tmp_path,
     gpus.append(A100_40)
     cuda.append(("NVIDIA A100-SXM4-40GB", (8, 0)))
     settings = {"data_dir": str(tmp_path), "workers_per_device": "1", "amp_dtype": "bf16"}
-    campaign.check_launchable(resolve("local", settings))
+    preflight.launch_plan(resolve("local", settings)).approved()
     cuda[0] = ("AMD Instinct MI210", (9, 0))
     monkeypatch.setattr(torch.version, "hip", "6.2")
     monkeypatch.setattr(torch.cuda, "get_device_capability",
                         lambda i=0: pytest.fail("a ROCm capability is not a CUDA one"))
-    campaign.check_launchable(resolve("local", settings))
+    preflight.launch_plan(resolve("local", settings)).approved()
 
 
 def test_several_gpus_without_nccl_are_refused(gpus, tmp_path, monkeypatch):
@@ -263,12 +265,12 @@ def test_several_gpus_without_nccl_are_refused(gpus, tmp_path, monkeypatch):
     gpus.extend([A100_40] * 2)
     settings = {"data_dir": str(tmp_path), "workers_per_device": "1"}
     with pytest.raises(ConfigError) as refused:
-        campaign.check_launchable(resolve("local", settings))
+        preflight.launch_plan(resolve("local", settings)).approved()
     assert ("2 processes (2 per node x 1 node(s)) on cuda talk through NCCL, and this torch "
             "build") in str(refused.value)
     assert "install a torch build with NCCL, or train on one GPU (CUDA_VISIBLE_DEVICES=0" in str(refused.value)
     gpus[:] = [A100_40]                       # one process needs no process group
-    campaign.check_launchable(resolve("local", settings))
+    preflight.launch_plan(resolve("local", settings)).approved()
 
 
 def _dry_run(capsys, *words) -> tuple[int, str, str]:
@@ -323,34 +325,44 @@ def test_loader_workers_that_fit_are_left_as_they_are(gpus, cpus, host_of_96, tm
     gpus.clear()
     cpus["count"] = 2                       # the embedded campaign as calibrated: 2 on 2 CPUs
     cfg = resolve("cpu", {})
-    campaign.check_launchable(cfg)
+    plan = preflight.launch_plan(cfg)
+    assert plan.approved() is cfg and not plan.notes
     assert cfg.workers_per_device == 2 and cfg.origin("workers_per_device") == "submission/embedded.yaml"
     cpus["count"] = 1                       # its preset is the harness's choice too
-    campaign.check_launchable(cfg)
-    assert cfg.workers_per_device == 1 and cfg.origin("workers_per_device").startswith("derived: 1 usable")
+    plan = preflight.launch_plan(cfg)
+    fitted = plan.approved()
+    assert fitted.workers_per_device == 1 and fitted.origin("workers_per_device").startswith("derived: 1 usable")
+    assert plan.notes == ("workers_per_device=1: 1 usable CPUs / 1 process(es) (was 2)",)
+    # the check decides; the configuration it checked is left as it was
+    assert cfg.workers_per_device == 2 and cfg.origin("workers_per_device") == "submission/embedded.yaml"
+    assert preflight.loader_workers(cfg) == preflight.WorkersDecision(
+        1, note=plan.notes[0], origin="derived: 1 usable CPUs / 1 process(es)")
 
 
 def test_the_fitted_loader_workers_are_what_the_campaign_records(cpus, tmp_path, cache_dir, monkeypatch):
     """Through run_campaign: config.json (which the runs read) and campaign.json hold the
-    fitted value."""
+    fitted value. The run is told where to write its progress records, beside its transcript."""
     import json
     from conftest import quick_settings
     from submission.config import parse_overrides
     cpus["count"] = 1
     settings = [s for s in quick_settings(tmp_path / "results", cache_dir, runs=1, seeds="1")
                 if not s.startswith("workers_per_device=")]
-    launched = []
+    launched, outputs = [], []
 
     def fake_launch(config, args, progress=None):
         launched.append(json.loads(open(args[args.index("--config") + 1]).read()))
+        outputs.append((args[args.index("--progress") + 1], progress))
         return 1
     monkeypatch.setattr(campaign, "_launch", fake_launch)
     cfg = resolve(None, parse_overrides(settings))
-    with pytest.raises(campaign.CampaignError, match="run 1 failed .* Fix the cause"):
+    with pytest.raises(CampaignError, match="run 1 failed .* Fix the cause"):
         campaign.run_campaign(cfg)
     assert launched[0]["settings"]["workers_per_device"] == 1
-    state = json.loads((campaign.system_dir(cfg) / "campaign.json").read_text())
+    state = json.loads((system_dir(cfg) / "campaign.json").read_text())
     assert state["config"]["settings"]["workers_per_device"] == 1
+    progress = system_dir(cfg) / "progress"
+    assert outputs == [(str(progress / "run_0.jsonl"), progress / "run_0.log")]
 
 
 def test_a_descriptor_is_matched_by_model_whatever_the_makers_words_and_gib_as_gb(gpus, monkeypatch, tmp_path):
@@ -359,7 +371,7 @@ def test_a_descriptor_is_matched_by_model_whatever_the_makers_words_and_gib_as_g
     gpus.extend([inventory.GPU("A100-SXM4-40GB", 42_298_000_000)] * 8)
     monkeypatch.setattr(inventory, "host", lambda: (96, 666 * 2**30))
     cfg = resolve("a2", {"data_dir": str(tmp_path), "workers_per_device": "1"})
-    assert campaign.hardware_differences(cfg) == []
+    assert preflight.hardware_differences(cfg) == []
 
 
 def test_ranks_on_unlike_nodes_are_named_before_a_run_describes_only_node_0():

@@ -10,6 +10,7 @@ import yaml
 from submission.methods import blurpool, ema, loss, progressive_resize, schedule, sgdw
 from submission.mlperf_log import mlperf_tensor_name
 from submission.model import build_model
+from submission.step import RunPlan
 
 
 def mild_model(**overrides):
@@ -145,7 +146,7 @@ def test_resized_batches_are_multiples_of_four_and_channels_last():
 def test_nearest_resize_equals_composers_scale_factor_call_at_every_mild_side():
     from submission.config import resolve
     batch = torch.randn(2, 3, 176, 176)
-    sides = progressive_resize.schedule_sides(10, 280, resolve("p4d"))
+    sides = RunPlan.of(resolve("p4d"), 20_480).sides()     # 10 steps an epoch, 280 steps
     for side in sides[:-1]:                         # Composer skips the resize at 176
         composer = torch.nn.functional.interpolate(batch, scale_factor=side / 176, mode="nearest")
         assert torch.equal(progressive_resize.resize_batch(batch, side, "nearest"), composer)
@@ -160,10 +161,12 @@ def test_mild_changes_size_only_at_epoch_boundaries():
         assert len(set(sides[epoch * per_epoch:(epoch + 1) * per_epoch])) == 1
     assert sides[0] == 88 and sides[-1] == 176
     assert sides[11 * per_epoch] == 88              # 11/28 = 0.39 < 0.4: still half size
-    assert progressive_resize.schedule_sides(per_epoch, total, cfg) == [
-        88, 96, 104, 112, 116, 124, 132, 140, 148, 156, 164, 172, 176]
+    plan = RunPlan.of(cfg, per_epoch * cfg.global_batch_size)
+    assert (plan.steps_per_epoch, plan.total_steps) == (per_epoch, total)
+    assert plan.sides() == [88, 96, 104, 112, 116, 124, 132, 140, 148, 156, 164, 172, 176]
+    assert [plan.side(s) for s in range(total)] == sides
     step_cfg = resolve("p4d", {"resize_granularity": "step"})
-    assert len(progressive_resize.schedule_sides(per_epoch, total, step_cfg)) > 13
+    assert len(RunPlan.of(step_cfg, per_epoch * cfg.global_batch_size).sides()) > 13
 
 
 def test_lr_schedule_warmup_then_cosine():
@@ -250,7 +253,7 @@ def test_logged_tensor_names_are_exactly_the_mlperf_reference_set():
 @pytest.mark.filterwarnings("ignore:torch.cuda.amp.GradScaler is enabled, but CUDA")
 def test_amp_is_fp16_with_a_grad_scaler_and_bf16_is_refused_on_an_emulating_gpu(monkeypatch):
     from submission.config import resolve
-    from submission.train import autocast_for, grad_scaler
+    from submission.step import autocast_for, grad_scaler
     cuda, cpu = torch.device("cuda", 0), torch.device("cpu")
     published = resolve("p4d")
     assert isinstance(grad_scaler(published, cuda), torch.amp.GradScaler)

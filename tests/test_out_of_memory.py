@@ -13,11 +13,13 @@ import torch
 
 from conftest import REPO, quick_settings
 from submission import campaign, out_of_memory
+from submission.results import CampaignError, system_dir, write_json
 from submission.config import parse_overrides, resolve
 from submission.data import loaders
 from submission.data.prepare import prepare
 from submission.model import model_from_config
-from submission.train import autocast_for, evaluate
+from submission.step import autocast_for
+from submission.train import evaluate
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -127,12 +129,12 @@ def test_eval_batch_size_changes_no_result_and_may_change_on_resume(tmp_path, ca
     assert torch.equal(big.argmax(1), small.argmax(1)) and big_accuracy == small_accuracy
     torch.testing.assert_close(big, small, rtol=1e-4, atol=1e-4)
 
-    campaign.system_dir(cfg).mkdir(parents=True)
-    campaign.write_json(campaign.system_dir(cfg) / "campaign.json", campaign.new_campaign_state(cfg))
+    system_dir(cfg).mkdir(parents=True)
+    write_json(system_dir(cfg) / "campaign.json", campaign.new_campaign_state(cfg))
     resumed = resolve(None, parse_overrides(quick_settings(tmp_path, cache_dir, runs=2, seeds="1,2",
                                                            eval_batch_size=16)))
     assert campaign.load_campaign(resumed)["seeds"] == [1, 2]
     smaller = resolve(None, parse_overrides(quick_settings(tmp_path, cache_dir, runs=2, seeds="1,2",
                                                            batch_per_device=32)))
-    with pytest.raises(campaign.CampaignError, match="batch_per_device: 64 -> 32.*new_campaign=true"):
+    with pytest.raises(CampaignError, match="batch_per_device: 64 -> 32.*new_campaign=true"):
         campaign.load_campaign(smaller)

@@ -1,5 +1,6 @@
 """submission.report: plots and report.md from result logs alone (foreign folders too), with
-every number equal to submission.score's; the campaign keeps each run's progress lines."""
+every number equal to submission.score's; throughput and steadiness from each run's progress
+records (progress/run_<i>.jsonl), never from its printed lines."""
 from __future__ import annotations
 
 import json
@@ -12,8 +13,8 @@ import torch
 
 from submission import campaign, score
 from submission.cli import main as cli_main
+from submission.progress import Reporter
 from submission.report import plots, report
-from submission.train import Reporter
 
 try:
     from tests.mlperf_logs import write_runs
@@ -29,16 +30,15 @@ def _foreign(root: Path, name: str = "vendor_system", minutes=(20.0, 22.5, 21.0,
     return folder
 
 
-def _progress_log(path: Path, capsys) -> None:
-    """Progress lines as train.Reporter prints them."""
+def _progress_records(path: Path) -> None:
+    """Progress records as the Reporter writes them (it also prints its lines)."""
     reporter = Reporter("[run 1/5 seed 7]", total_steps=20, steps_per_epoch=10, global_batch=64,
-                        every=5, enabled=True)
+                        every=5, enabled=True, progress_file=path)
     for step in range(1, 21):
         reporter.step(step, torch.tensor(0.5), 0.01, 16 if step <= 10 else 32)
         if step == 10:
             reporter.evaluated(1.0, 0.55, 0.65, 2.5)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(capsys.readouterr().out)
+    reporter.close()
 
 
 def test_foreign_logs_give_plots_and_a_report(tmp_path):
@@ -87,17 +87,18 @@ def test_eval_points_are_minutes_since_run_start(tmp_path):
     assert [m for m, _ in points] == pytest.approx([4.0, 8.0, 12.0, 16.0], abs=1e-4)
 
 
-def test_progress_lines_of_the_reporter_are_read(tmp_path, capsys):
-    log = tmp_path / "progress" / "run_0.log"
-    _progress_log(log, capsys)
-    points = plots.progress_points(log)
+def test_progress_records_of_the_reporter_are_read(tmp_path):
+    path = tmp_path / "progress" / "run_0.jsonl"
+    _progress_records(path)
+    points = plots.progress_points(path)
     assert [side for _, _, side in points] == [16, 16, 32, 32]
     assert all(rate > 0 for _, rate, _ in points)
+    assert [m for m, _, _ in points] == sorted(m for m, _, _ in points)
 
 
-def test_throughput_plot_and_campaign_target(tmp_path, capsys):
+def test_throughput_plot_and_campaign_target(tmp_path):
     folder = _foreign(tmp_path)
-    _progress_log(folder / "progress" / "run_0.log", capsys)
+    _progress_records(folder / "progress" / "run_0.jsonl")
     (folder / "campaign.json").write_text(json.dumps({
         "system": "cpu", "created": "2026-11-22T10:00:00",
         "config": {"settings": {"recipe": "mild", "target_accuracy": 0.65, "price_usd_per_hour": 2.0,
@@ -108,6 +109,32 @@ def test_throughput_plot_and_campaign_target(tmp_path, capsys):
     assert (folder / "throughput.png").read_bytes()[:8] == PNG and "](throughput.png)" in text
     assert "recipe `mild`, target 65.0% top-1" in text
     assert "$2 per hour for the whole system (test list price; 2026-11)" in text
+    assert "progress/run_<i>.jsonl`; each point is one window" in text and "Missing" not in text
+
+
+def test_printed_progress_lines_alone_are_not_read(tmp_path, capsys):
+    """A campaign from before the records: its printed lines give no throughput plot nor
+    steadiness windows, and the report names the records it lacks."""
+    folder = _foreign(tmp_path)
+    _progress_records(tmp_path / "records.jsonl")
+    printed = capsys.readouterr().out
+    assert "step 20/20" in printed
+    for index in (0, 3):
+        (folder / "progress").mkdir(exist_ok=True)
+        (folder / "progress" / f"run_{index}.log").write_text(printed)
+    assert plots.progress_files(folder) == {}
+    text, drawn = report.build_report(folder)
+    assert "throughput" not in drawn and not (folder / "throughput.png").exists()
+    [line] = [line for line in text.splitlines() if line.startswith("Missing ")]
+    assert "`progress/run_0.jsonl`, `progress/run_3.jsonl`" in line and "no throughput plot" in line
+    assert "progress/run_1.jsonl" not in line
+    assert "No progress records (`progress/run_<i>.jsonl`) with windows: nothing to check." in text
+
+    _progress_records(folder / "progress" / "run_0.jsonl")    # one run with records: its plot
+    text, drawn = report.build_report(folder)
+    assert "throughput" in drawn
+    [line] = [line for line in text.splitlines() if line.startswith("Missing ")]
+    assert "`progress/run_3.jsonl`: this run has only" in line and "run_0" not in line
 
 
 def test_bench_profile_is_shown(tmp_path):
@@ -142,15 +169,18 @@ def test_launch_keeps_the_progress_lines(tmp_path, monkeypatch, capsys):
 
 
 def _windows(path: Path, windows: list[tuple[int, float]], eval_before: int = 0) -> None:
-    """A progress log with the given (side, img/s) windows, in train.Reporter's format, and
-    an evaluation line before window number eval_before."""
+    """Progress records (submission.progress) with the given (side, img/s) windows of 5
+    steps of 64 images, and an evaluation record before window number eval_before."""
+    records = []
+    for i, (side, rate) in enumerate(windows, start=1):
+        if i == eval_before:
+            records.append({"kind": "eval", "step": 5 * (i - 1), "epoch": (i - 1) / 10,
+                            "accuracy": 0.5, "target": 0.65, "seconds": 2.0, "minutes": i / 10})
+        records.append({"kind": "window", "step": 5 * i, "total_steps": 5 * len(windows),
+                        "epoch": i / 10, "loss": 0.5, "lr": 0.01, "side": side, "img_per_s": rate,
+                        "window_steps": 5, "window_s": 5 * 64 / rate, "minutes": i / 10})
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(
-        ("[run 1/2 seed 7] eval at epoch 0.20: top-1 0.5000 (below target 0.65) in 2.00 s\n"
-         if i == eval_before else "")
-        + f"[run 1/2 seed 7] epoch {i / 10:5.2f} step {5 * i}/{5 * len(windows)} loss 0.5000 "
-        f"lr 0.0100 {side}px {rate:.0f} img/s | top-1 - | {i / 10:.1f} min, budget ETA 1.0 min\n"
-        for i, (side, rate) in enumerate(windows, start=1)))
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
 
 
 def test_steadiness_flags_a_slow_first_window_and_a_slow_first_evaluation(tmp_path):
@@ -161,9 +191,9 @@ def test_steadiness_flags_a_slow_first_window_and_a_slow_first_evaluation(tmp_pa
 
     folder = tmp_path / "sys"
     results = write_runs(folder, [10.0, 10.0], epochs=3)
-    _windows(folder / "progress" / "run_0.log", [(16, 100), (16, 100), (16, 40), (32, 10), (32, 50)],
+    _windows(folder / "progress" / "run_0.jsonl", [(16, 100), (16, 100), (16, 40), (32, 10), (32, 50)],
              eval_before=3)
-    _windows(folder / "progress" / "run_1.log", [(16, 60), (16, 100), (16, 100), (32, 50), (32, 46)])
+    _windows(folder / "progress" / "run_1.jsonl", [(16, 60), (16, 100), (16, 100), (32, 50), (32, 46)])
     lines = results[1].read_text().splitlines()      # run 1: its first evaluation 3x as long
     first = next(i for i, line in enumerate(lines) if '"eval_start"' in line)
     record = json.loads(lines[first].split(":::MLLOG ", 1)[1])

@@ -311,7 +311,7 @@ def test_a_price_that_is_not_a_finite_number_of_dollars_is_refused(tmp_path, cap
 
 
 def test_a_damaged_campaign_json_is_an_error_naming_it(tmp_path, capsys):
-    from submission.campaign import CampaignError
+    from submission.results import CampaignError
     from submission.cli import main as cli_main
     system = _system(tmp_path, [10.0, 20.0, 30.0, 40.0, 50.0])
     (system / "campaign.json").write_text('{"system": "cpu",\n "config": {')

@@ -16,7 +16,8 @@ from submission.config import parse_overrides, resolve
 from submission.data import loaders
 from submission.data.prepare import PreparedData, prepare
 from submission.model import model_from_config
-from submission.train import autocast_for, evaluate
+from submission.step import autocast_for
+from submission.train import evaluate
 
 pytestmark = pytest.mark.timeout(900)
 

@@ -12,10 +12,9 @@ from submission.config import resolve
 from submission.data.loaders import Normalizer
 from submission.methods.ema import EMA
 from submission.methods.loss import LOSSES
-from submission.methods.progressive_resize import schedule_sides
 from submission.methods.sgdw import DecoupledSGDW
 from submission.model import model_from_config
-from submission.train import autocast_for, optimizer_step
+from submission.step import RunPlan, autocast_for, optimizer_step
 from submission.warmup import warm_up
 
 CPU = torch.device("cpu")
@@ -37,7 +36,7 @@ def test_warm_up_runs_every_size_and_leaves_the_run_bit_identical():
     rng = (random.getstate(), np.random.get_state(), torch.get_rng_state())
     sides_seen = []
     hook = model.conv1.register_forward_pre_hook(lambda m, args: sides_seen.append(args[0].shape[::3]))
-    sides = schedule_sides(150, 150, config)
+    sides = RunPlan.of(config, 60_000).sides()
     assert sides == [16, 20, 24, 28, 32]
     seconds = warm_up(model, model, train_sides=sides, eval_side=config.eval_resolution, batch=2,
                       eval_batches=[3, 1], num_classes=10, loss_fn=loss_fn, smoothing=0.08,

@@ -3,9 +3,8 @@
 FFCV 1.0.2 builds every Loader's pipeline from closures made in each operation's
 `generate_code` and wraps each in a new numba dispatcher (`Compiler.compile`), so a
 second Loader with the same pipeline compiles it all again, and the first batch of a
-run's training loader waits for it (16.5 s on a 2-vCPU machine, 2026-11-22, README
-"Throughput"). That compilation would land after run_start, because a Loader may only
-be built on the real data there.
+run's training loader waits for it (docs/timing-and-warmup.md). That compilation would
+land after run_start, because a Loader may only be built on the real data there.
 
 `install()` makes `Compiler.compile` return the dispatcher it already made for the
 same function: same code, same values frozen in its closure (numba compiles closure

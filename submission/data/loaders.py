@@ -58,13 +58,6 @@ def train_loader(path: str, resolution: int, batch_size: int, workers: int, seed
                   pipelines={"image": image_pipeline, "label": label_pipeline})
 
 
-def train_steps_per_epoch(samples: int, batch_size: int, world_size: int, distributed: bool) -> int:
-    """len(train_loader(...)), known without opening the file: FFCV's distributed order
-    gives each rank ceil(samples / world_size) indices; batches drop the remainder."""
-    per_rank = -(-samples // world_size) if distributed else samples
-    return per_rank // batch_size
-
-
 def val_loader(path: str, resolution: int, resize: int, batch_size: int, workers: int,
                device: torch.device, rank: int, world_size: int, num_samples: int):
     ffcv_threads.install()      # first: importing FFCV sets torch's threads

@@ -26,6 +26,9 @@ from PIL import Image
 
 from ..config import ConfigError
 
+# Images per split (train, val) of the data sets the harness prepares, before train_limit /
+# eval_limit: ImageNet-1k (ILSVRC 2012) and Fashion-MNIST, as their publishers list them.
+PUBLISHED_SPLIT_SIZES = {"imagenet": (1_281_167, 50_000), "fashion-mnist": (60_000, 10_000)}
 IMAGE_EXTENSIONS = {".jpeg", ".jpg", ".jfif", ".png", ".gif", ".bmp", ".webp", ".tif", ".tiff",
                     ".ppm"}
 ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".zip", ".7z", ".rar")

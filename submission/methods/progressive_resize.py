@@ -43,16 +43,6 @@ def side_at(step: int, steps_per_epoch: int, total_steps: int, config) -> int:
     return scaled_side(config.train_resolution, scale, config.resize_multiple)
 
 
-def schedule_sides(steps_per_epoch: int, total_steps: int, config) -> list[int]:
-    """Every distinct training side a run will use, in order (for warm-up and projection)."""
-    sides: list[int] = []
-    for step in range(total_steps):
-        side = side_at(step, steps_per_epoch, total_steps, config)
-        if not sides or sides[-1] != side:
-            sides.append(side)
-    return sides
-
-
 def resize_batch(images: torch.Tensor, side: int, mode: str = "nearest") -> torch.Tensor:
     """images (N,C,H,W) -> (N,C,side,side), channels last. `nearest` as Composer v0.7's
     resize_batch, which passes scale_factor=side/H: at every side of the Mild schedule

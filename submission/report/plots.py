@@ -1,17 +1,19 @@
-"""PNG plots of a campaign, drawn from its MLPerf result logs (and progress logs where kept).
+"""PNG plots of a campaign, drawn from its MLPerf result logs (and progress records where kept).
 
 They need nothing the harness alone writes, so they work on anybody's MLPerf ResNet
-folders: `<system>/resnet/result_*.txt`, optionally `<system>/progress/run_<i>.log` (the
-progress lines train.py prints, which campaigns keep) and `campaign.json` (for the
+folders: `<system>/resnet/result_*.txt`, optionally `<system>/progress/run_<i>.jsonl` (the
+progress records train.py writes, see submission.progress) and `campaign.json` (for the
 target; without it the MLPerf ResNet target 75.9% is drawn).
 
   accuracy.png    top-1 at each evaluation vs minutes since run_start, every run, target line
-  throughput.png  training img/s over the run, from the progress lines
+  throughput.png  training img/s over the run, from the progress window records
   systems.png     the systems beside this one: olympic minutes and cost per run
+
+A run with only the text log `progress/run_<i>.log` (campaigns made before the records)
+has no throughput figures: the printed lines are for people and are not read back.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,11 +23,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from .. import score  # noqa: E402
+from ..progress import read_progress, windows  # noqa: E402
 
 MLPERF_RESNET_TARGET = 0.759     # MLPerf Training ResNet-50 quality target (top-1)
-# "[run 1/5 seed 7] epoch  0.05 step 50/150 loss 0.41 lr 0.06 16px 38 img/s | top-1 - | 1.3 min, ..."
-PROGRESS_LINE = re.compile(r"epoch\s+(?P<epoch>[\d.]+) step (?P<step>\d+)/\d+ .*? (?P<side>\d+)px "
-                           r"(?P<rate>[\d.]+) img/s \|.*\| (?P<minutes>[\d.]+) min")
 
 
 @dataclass
@@ -54,24 +54,40 @@ def eval_points(path: Path) -> list[tuple[float, float]]:
 
 
 def progress_points(path: Path) -> list[tuple[float, float, int]]:
-    """(minutes since the run's reporter started, img/s, side px) from one progress log."""
-    points = []
-    for line in Path(path).read_text(errors="replace").splitlines():
-        match = PROGRESS_LINE.search(line)
-        if match:
-            points.append((float(match["minutes"]), float(match["rate"]), int(match["side"])))
-    return points
+    """(minutes since the run's reporter started, img/s, side px) of each window of one
+    progress file."""
+    return [(w["minutes"], w["img_per_s"], w["side"]) for w in windows(read_progress(path))]
 
 
-def progress_logs(system_dir: Path) -> dict[str, Path]:
-    """result file name -> its progress log, for the runs that have one."""
+def progress_path(system_dir: Path, result: Path, suffix: str = ".jsonl") -> Path:
+    """progress/run_<i>.jsonl of result_<i>.txt (suffix ".log": its printed lines)."""
+    index = Path(result).stem.split("_")[-1]
+    return Path(system_dir) / "progress" / f"run_{index}{suffix}"
+
+
+def progress_files(system_dir: Path) -> dict[str, Path]:
+    """result file name -> its progress records, for the runs that have them."""
     found = {}
     for result in score.result_files(system_dir):
-        index = result.stem.split("_")[-1]
-        log = Path(system_dir) / "progress" / f"run_{index}.log"
-        if log.is_file():
-            found[result.name] = log
+        path = progress_path(system_dir, result)
+        if path.is_file():
+            found[result.name] = path
     return found
+
+
+def text_only_note(system_dir: Path) -> str | None:
+    """One line naming the progress records missing beside printed logs (runs made before
+    the records), or None when no run is in that state."""
+    missing = [progress_path(system_dir, result) for result in score.result_files(system_dir)
+               if progress_path(system_dir, result, ".log").is_file()
+               and not progress_path(system_dir, result).is_file()]
+    if not missing:
+        return None
+    names = ", ".join(f"`{path.relative_to(system_dir)}`" for path in missing)
+    return (f"Missing {names}: {'this run has' if len(missing) == 1 else 'these runs have'} only "
+            "the printed progress lines (`.log`, a campaign from before the progress records), "
+            "which are not read back: no throughput plot or steadiness check for "
+            f"{'it' if len(missing) == 1 else 'them'}.")
 
 
 def _save(fig, path: Path) -> Path:
@@ -104,8 +120,8 @@ def accuracy_plot(system_dir: Path, out: Path) -> Path | None:
 
 
 def throughput_plot(system_dir: Path, out: Path) -> Path | None:
-    logs = progress_logs(system_dir)
-    series = {name: progress_points(log) for name, log in logs.items()}
+    files = progress_files(system_dir)
+    series = {name: progress_points(path) for name, path in files.items()}
     series = {name: points for name, points in series.items() if points}
     if not series:
         return None

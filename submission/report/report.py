@@ -5,7 +5,7 @@
 Tables come from submission.score (the same Summary and formatting as summary.md and
 comparison.md), so every number here is the scoring code's. Works on any MLPerf ResNet
 results folder (`<system>/resnet/result_*.txt`), with or without the harness's
-campaign.json, progress logs or bench profile.
+campaign.json, progress records (`progress/run_<i>.jsonl`) or bench profile.
 """
 from __future__ import annotations
 
@@ -101,12 +101,15 @@ def build_report(system_dir: Path, price: float | None = None) -> tuple[str, dic
     lines += ["", "## Accuracy over time", ""]
     lines.append("![top-1 vs minutes](accuracy.png)" if "accuracy" in drawn else "No evaluation in the logs.")
     lines += ["", "## Throughput over the run", ""]
+    text_only = plots.text_only_note(system_dir)     # runs with printed lines alone
     if "throughput" in drawn:
         lines.append("![img/s vs minutes](throughput.png)")
-        lines.append("From the progress lines kept in `progress/run_<i>.log`; each point is one "
+        lines.append("From the progress records kept in `progress/run_<i>.jsonl`; each point is one "
                      "window of progress_every_steps steps, evaluation time left out.")
+        lines += ["", text_only] if text_only else []
     else:
-        lines.append("No progress logs (`progress/run_<i>.log`) with progress lines: no throughput plot.")
+        lines.append(text_only or "No progress records (`progress/run_<i>.jsonl`) with windows: "
+                                  "no throughput plot.")
     lines += ["", "## Steadiness of the timed region", ""] + steadiness.markdown(system_dir)
     lines += ["", "## Systems compared", ""]
     if "systems" in drawn:

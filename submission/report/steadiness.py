@@ -1,31 +1,31 @@
 """Is the timed region flat? Set-up that leaks past run_start shows as slow windows.
 
 For each run of a campaign:
-  - every progress window (the img/s of the training steps between two progress lines,
-    evaluation time left out) against the steady rate of its training side: the median
-    of the campaign's windows at that side;
+  - every progress window (a "window" record of progress/run_<i>.jsonl: the img/s of the
+    training steps between two progress lines, evaluation time left out) against the
+    steady rate of its training side: the median of the campaign's windows at that side;
   - the first evaluation's seconds (eval_start to eval_stop in the MLPerf log) against
     the median of the run's later evaluations.
 The targets (issue 9): no window without an evaluation in it below 0.8x the steady
 rate of its side, and a first evaluation no slower than 1.5x a later one. A window with
-an evaluation in it, or in which the side changed (its line names the side of its last
-step, but it mixes two sides' rates), is shown but not judged, nor counted in a steady
-rate; the first window of a run is always judged, as set-up left in the timed region
-would slow it.
+an evaluation in it (an "eval" record before it), or in which the side changed (its
+record names the side of its last step, but it mixes two sides' rates), is shown but not
+judged, nor counted in a steady rate; the first window of a run is always judged, as
+set-up left in the timed region would slow it. Runs with only printed progress lines
+(`progress/run_<i>.log`) have no windows here.
 """
 from __future__ import annotations
 
-import re
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
 from .. import score
+from ..progress import EVAL, WINDOW, read_progress
 from . import plots
 
 SLOW_WINDOW = 0.8         # a window below this share of its side's steady rate is slow
 SLOW_FIRST_EVAL = 1.5     # a first evaluation above this multiple of the later ones is slow
-EVAL_LINE = re.compile(r"\beval at epoch ")
 
 
 @dataclass
@@ -35,18 +35,16 @@ class Window:
     judged: bool         # no evaluation in it and no side change (or the run's first window)
 
 
-def windows_of(progress_log: Path) -> list[Window]:
-    """The progress windows of one run, in order, from its progress log."""
+def windows_of(progress_file: Path) -> list[Window]:
+    """The progress windows of one run, in order, from its progress records."""
     found, evaluated, previous_side = [], False, None
-    for line in Path(progress_log).read_text(errors="replace").splitlines():
-        if EVAL_LINE.search(line):
+    for record in read_progress(progress_file):
+        if record.get("kind") == EVAL:
             evaluated = True
-            continue
-        match = plots.PROGRESS_LINE.search(line)
-        if match:
-            side = int(match["side"])
+        elif record.get("kind") == WINDOW:
+            side = int(record["side"])
             first = previous_side is None
-            found.append(Window(float(match["rate"]), side,
+            found.append(Window(float(record["img_per_s"]), side,
                                 first or (not evaluated and side == previous_side)))
             evaluated, previous_side = False, side
     return found
@@ -91,7 +89,7 @@ def eval_seconds(result: Path) -> list[float]:
 
 def campaign_steadiness(system_dir: Path) -> list[RunSteadiness]:
     system_dir = Path(system_dir)
-    windows = {name: windows_of(path) for name, path in plots.progress_logs(system_dir).items()}
+    windows = {name: windows_of(path) for name, path in plots.progress_files(system_dir).items()}
     by_side: dict[int, list[float]] = {}
     for run in windows.values():
         for window in run:
@@ -116,7 +114,7 @@ def campaign_steadiness(system_dir: Path) -> list[RunSteadiness]:
 def markdown(system_dir: Path) -> list[str]:
     runs = campaign_steadiness(system_dir)
     if not any(r.windows for r in runs):
-        return ["No progress logs with progress lines: nothing to check."]
+        return ["No progress records (`progress/run_<i>.jsonl`) with windows: nothing to check."]
 
     def ratio(value, fmt="{:.2f}x") -> str:
         return "—" if value is None else fmt.format(value)

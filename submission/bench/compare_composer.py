@@ -1,7 +1,7 @@
 """The bench's Composer row: MosaicML Composer's own Trainer running the Mild methods,
 beside this project's training step, at the same batch, size and precision.
 
-    python -m submission.bench compare=composer [system=...] [key=value ...] [steps=N]
+    python -m submission bench compare=composer [system=...] [key=value ...] [steps=N]
 
 Both sides get the same synthetic uint8 batches, already on the device, and the same
 torchvision ResNet-50 with the recipe's initialisation; each normalises on the device.
@@ -25,44 +25,31 @@ import time
 import torch
 from torch import nn
 
-from .bench import _sync, bench_device
-from .config import ConfigError
-from .data import loaders
-from .methods.ema import EMA
-from .methods.loss import LOSSES
-from .model import build_model, model_from_config
-from .train import autocast_for, grad_scaler, optimizer_step, recipe_optimizer
+from ..config import ConfigError
+from ..data import loaders
+from ..model import build_model
+from ..step import build_step
+from .timing import bench_device, sync, synthetic_batch
 
 WARM_UP_STEPS = 3               # first steps allocate and pick kernels: not timed
 
 
 def _batches(config, classes: int, device: torch.device, count: int) -> list:
-    generator = torch.Generator().manual_seed(0)
-    batch, side = config.batch_per_device, config.train_resolution
-    images = torch.randint(0, 256, (batch, 3, side, side), dtype=torch.uint8, generator=generator)
-    labels = torch.randint(0, classes, (batch,), generator=generator)
-    images = images.to(device).contiguous(memory_format=torch.channels_last)
-    return [(images, labels.to(device))] * count
+    return [synthetic_batch(config.batch_per_device, config.train_resolution, classes, device,
+                            torch.Generator().manual_seed(0))] * count
 
 
 def our_mild_step(config, classes: int, device: torch.device, steps: int) -> float:
     """img/s of the training loop's work per step at full size (EMA included)."""
-    model = model_from_config(config, classes).to(device)
-    optimizer = recipe_optimizer(config, model, device)
-    ema = (EMA(model, config.ema_half_life_batches, config.ema_update_every_batches)
-           if config.ema_half_life_batches > 0 else None)
-    loss_fn, autocast = LOSSES[config.loss], autocast_for(config, device)
-    scaler, normalize = grad_scaler(config, device), loaders.Normalizer(device)
+    step = build_step(config, classes, device)
     batches = _batches(config, classes, device, WARM_UP_STEPS + steps)
-    for step, (images, labels) in enumerate(batches, start=1):
-        if step == WARM_UP_STEPS + 1:
-            _sync(device)
+    for number, (images, labels) in enumerate(batches, start=1):
+        if number == WARM_UP_STEPS + 1:
+            sync(device)
             start = time.perf_counter()
-        optimizer_step(model, optimizer, scaler, autocast, loss_fn, normalize(images), labels,
-                       config.label_smoothing)
-        if ema:
-            ema.update(model, step)
-    _sync(device)
+        step(images, labels)
+        step.update_average(number)
+    sync(device)
     return config.batch_per_device * steps / (time.perf_counter() - start)
 
 
@@ -82,7 +69,7 @@ def require_composer() -> None:
         import composer  # noqa: F401
     except ImportError as exc:
         raise ConfigError(f"compare=composer needs MosaicML Composer in this environment ({exc}); "
-                          "`python -m submission.bench_composer` shows how to install it") from exc
+                          "`python -m submission.bench.compare_composer` shows how to install it") from exc
 
 
 def composer_mild_step(config, classes: int, device: torch.device, steps: int) -> tuple[float, str]:
@@ -99,7 +86,7 @@ def composer_mild_step(config, classes: int, device: torch.device, steps: int) -
 
     class StepTimes(Callback):
         def batch_end(self, state, logger) -> None:
-            _sync(device)
+            sync(device)
             times.append(time.perf_counter())
 
     net = build_model(classes, blurpool=False, init_conv=config.init_conv,    # Composer's surgery
@@ -139,28 +126,28 @@ def composer_mild_step(config, classes: int, device: torch.device, steps: int) -
     return config.batch_per_device * steps / seconds, composer.__version__
 
 
-def comparison(config, classes: int, steps: int) -> dict:
+def header(config, steps: int) -> str:
+    return (f"Mild step against Composer's Trainer with the Mild methods: batch "
+            f"{config.batch_per_device}, {config.train_resolution} px, {config.precision}"
+            + (f" ({config.amp_dtype})" if config.precision == "amp" else "")
+            + f", {config.device_type}, {steps} timed steps after {WARM_UP_STEPS}\n")
+
+
+def comparison(config, classes: int, steps: int, say=print) -> dict:
+    """This project's step, Composer's Trainer, this project's step again: each row said
+    as it is measured, then the ratio (the mean of before and after over Composer)."""
     device = bench_device(config)
     before = our_mild_step(config, classes, device, steps)
+    say(f"  this project's step, before Composer   {before:10.1f} img/s")
     composer_rate, version = composer_mild_step(config, classes, device, steps)
+    say(f"  Composer {version} Trainer{'':<{max(0, 23 - len(version))}}{composer_rate:10.1f} img/s")
     after = our_mild_step(config, classes, device, steps)
+    say(f"  this project's step, after Composer    {after:10.1f} img/s")
     ours = (before + after) / 2
+    say(f"  this project / Composer                {ours / composer_rate:10.2f}x "
+        "(the mean of before and after)")
     return {"ours_before": before, "ours_after": after, "ours": ours, "composer": composer_rate,
             "composer_version": version, "ratio": ours / composer_rate}
-
-
-def report(config, figures: dict, steps: int) -> str:
-    return "\n".join([
-        f"Mild step against Composer {figures['composer_version']}'s Trainer with the Mild methods: "
-        f"batch {config.batch_per_device}, {config.train_resolution} px, {config.precision}"
-        + (f" ({config.amp_dtype})" if config.precision == "amp" else "")
-        + f", {config.device_type}, {steps} timed steps after {WARM_UP_STEPS}",
-        "",
-        f"  this project's step, before Composer   {figures['ours_before']:10.1f} img/s",
-        f"  Composer Trainer                       {figures['composer']:10.1f} img/s",
-        f"  this project's step, after Composer    {figures['ours_after']:10.1f} img/s",
-        f"  this project / Composer                {figures['ratio']:10.2f}x "
-        "(the mean of before and after)"])
 
 
 if __name__ == "__main__":

@@ -1,0 +1,331 @@
+"""The bench's measurements of one process, on the run's own recipe step and plan, each
+row printed as soon as it is measured; and the profile JSON that `project` reads.
+
+Rows, in the order they are measured:
+  - the loaders' set-up inside the timed region: first training batch and first
+    evaluation pass of the run's loaders in a fresh process, without and with the
+    warm-up on the synthetic files (each in its own process: numba's work is per process);
+  - the recipe step on synthetic batches, and a plain torchvision loop (cross-entropy,
+    torch.optim.SGD, a GradScaler with fp16) at the same batch, size and precision, the
+    two taking turns (`rounds` rounds of `steps` steps);
+  - per progressive-resizing side of the run's plan: the first step (set-up: cuDNN/oneDNN
+    plans) and the steady rate;
+  - the loop's work around a step at the smallest side (normalise, resize, EMA update);
+  - the evaluation forward alone on synthetic batches at the evaluation size;
+  - with compile=true, the compiled step at full size and at the smallest side, in turns
+    with the eager one;
+  - MFU: FLOPs of forward+backward counted with torch.utils.flop_counter at full size,
+    over a matmul peak measured on the same device and dtype in the same run;
+  - the FFCV train loader alone, the step fed by the loader (in turns with the synthetic
+    step, at full size and at the smallest side: what the loader costs the step), and
+    evaluation through the loader.
+Ratios between rows survive a noisy machine better than absolute figures.
+"""
+from __future__ import annotations
+
+import datetime
+import platform
+import time
+
+import torch
+import torchvision
+
+from .. import distributed
+from ..data import ffcv_threads, loaders
+from ..data.prepare import cache_folder, prepare
+from ..methods.loss import LOSSES
+from ..methods.progressive_resize import resize_batch
+from ..step import RunPlan, autocast_for, build_step, grad_scaler, optimizer_step
+from ..system_description import fill_from_host
+from ..train import run_loaders
+from ..warmup import compiled, warm_up_loaders
+from .timing import first_call, in_turns, loader_alone, matmul_peak, synthetic_batch, sync, timed
+
+PROFILE_SCHEMA = 1
+
+
+def say(line: str = "") -> None:
+    print(line, flush=True)
+
+
+def train_flops(step, images, labels) -> float:
+    """FLOPs of one forward and backward of the recipe's model on this batch."""
+    from torch.utils.flop_counter import FlopCounterMode
+    with FlopCounterMode(display=False) as counter:
+        step.loss_fn(step.model(step.normalize(images)), labels, step.config.label_smoothing).backward()
+    step.model.zero_grad(set_to_none=True)
+    return float(counter.get_total_flops())
+
+
+def plain_loop(config, classes: int, device: torch.device, normalize):
+    """step(images, labels) of a plain torchvision loop: ResNet-50 (channels last),
+    cross-entropy, torch.optim.SGD, with fp16 a GradScaler as in PyTorch's AMP recipe."""
+    plain = torchvision.models.resnet50(num_classes=classes).to(device, memory_format=torch.channels_last)
+    optimizer = torch.optim.SGD(plain.parameters(), lr=0.1, momentum=0.875)
+    scaler, autocast = grad_scaler(config, device), autocast_for(config, device)
+    return lambda images, labels: optimizer_step(plain, optimizer, scaler, autocast,
+                                                 LOSSES["cross_entropy"], normalize(images), labels, 0.0)
+
+
+def _loader_setup_child(config_dict: dict, data_dict: dict, warm: bool) -> dict:
+    """In a fresh process: seconds to the first training batch and through the first
+    evaluation pass of the run's loaders, after warm_up_loaders or not; of the first,
+    building both loaders and starting the training epoch."""
+    from ..config import Config
+    from ..data.prepare import PreparedData
+
+    config, data = Config.from_dict(config_dict), PreparedData(**data_dict)
+    ffcv_threads.install()      # imports FFCV, as a run does before run_start
+    device = torch.device("cuda" if config.device_type == "cuda" else "cpu")
+    ctx = distributed.Context(0, 0, 1, device)
+    figures = {"warm_up_s": 0.0}
+    if warm:
+        figures["warm_up_s"] = warm_up_loaders(*run_loaders(
+            config, ctx, 0, data.synthetic_train_path, data.synthetic_val_path, data.synthetic_samples,
+            shard=False), log=lambda line: None)
+    start = time.perf_counter()
+    train, val = run_loaders(config, ctx, 0, data.train_path, data.val_path, data.eval_samples,
+                             shard=True)
+    figures["build_s"] = time.perf_counter() - start
+    batches = iter(train)          # FFCV allocates the epoch's buffers (pinned on a GPU) here
+    figures["epoch_start_s"] = time.perf_counter() - start - figures["build_s"]
+    next(batches)
+    sync(device)
+    figures["train_first_batch_s"] = time.perf_counter() - start
+    loaders.finish(batches)
+    start = time.perf_counter()
+    for _ in val:
+        pass
+    sync(device)
+    figures["val_first_pass_s"] = time.perf_counter() - start
+    return figures
+
+
+def loader_setup(config, data) -> dict:
+    """{"cold": ..., "warm": ...} from _loader_setup_child, each in a new process."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    figures = {}
+    for name, warm in (("cold", False), ("warm", True)):
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+            figures[name] = pool.submit(_loader_setup_child, config.to_dict(), data.to_dict(),
+                                        warm).result()
+    return figures
+
+
+def _row(name: str, value: float, reference: float, beside: float | None = None) -> str:
+    """One img/s row with its ratio to the recipe step (`beside`: a recipe step timed in
+    turns with this row, printed beside it and used for the ratio)."""
+    return (f"  {name:<40} {value:10.1f} img/s   {value / (beside or reference):6.2f}x the recipe step"
+            + (f" beside it ({beside:.1f} img/s)" if beside else ""))
+
+
+def header(config, steps: int) -> str:
+    return (f"system {config.system_id}, device {config.device_type}, batch {config.batch_per_device}, "
+            f"{config.train_resolution}px train / {config.eval_resolution}px eval, precision "
+            f"{config.precision}{'/' + config.amp_dtype if config.precision == 'amp' else ''}, "
+            f"{config.workers_per_device} loader workers, {steps} timed steps")
+
+
+def measure(config, device: torch.device, steps: int, rounds: int) -> dict:
+    """Every figure of the main bench, each section printed as soon as it is measured."""
+    say(header(config, steps))
+    data = prepare(config)
+    plan = RunPlan.of(config, data.train_samples)
+    classes, batch, res = data.num_classes, config.batch_per_device, config.train_resolution
+    figures: dict = {}
+
+    say("\n  the run's loaders after run_start, in a fresh process (two processes, one after "
+        "the other)...")
+    figures["loader_setup"] = cold_warm = loader_setup(config, data)   # first: nothing else running
+    cold, warm = cold_warm["cold"], cold_warm["warm"]
+    for line in (
+            f"  {'':<54}{'no warm-up':>9}  {'after warm-up':>13}",
+            f"  {'first training batch':<54}{cold['train_first_batch_s']:7.2f} s  {warm['train_first_batch_s']:9.2f} s",
+            f"  {'  of which: both loaders built':<54}{cold['build_s']:7.2f} s  {warm['build_s']:9.2f} s",
+            f"  {'            training epoch started (buffers)':<54}{cold['epoch_start_s']:7.2f} s  {warm['epoch_start_s']:9.2f} s",
+            f"  {'first evaluation pass':<54}{cold['val_first_pass_s']:7.2f} s  {warm['val_first_pass_s']:9.2f} s",
+            f"  {'loader warm-up on the synthetic files, before run_start':<54}{'':>9}  {warm['warm_up_s']:9.2f} s"):
+        say(line)
+
+    step = build_step(config, classes, device)
+    full = synthetic_batch(batch, res, classes, device)
+    plain_step = plain_loop(config, classes, device, step.normalize)
+    side_by_side = in_turns({"step": lambda: step(*full), "plain_loop": lambda: plain_step(*full)},
+                            batch, steps, rounds, device)
+    base = figures["step"] = side_by_side["step"]
+    figures["plain_loop"] = side_by_side["plain_loop"]
+    del plain_step
+    own = ["the compiled step", "the fed step"] if config.compile else ["the fed step"]
+    say(f"\n  (timed in turns, the best of {rounds} rounds each: the plain loop with the first row; "
+        f"{' and '.join(own)} with a recipe step of {'their' if len(own) > 1 else 'its'} own, "
+        f"shown beside {'them' if len(own) > 1 else 'it'})")
+    say(_row("recipe step, synthetic batches", base, base))
+    say(_row("plain torchvision loop (CE, SGD)", figures["plain_loop"], base))
+
+    # the run's progressive-resizing sides: set-up cost of the first step, then the steady rate
+    say("\n  progressive-resizing sizes of the run's plan: first step (s), steady img/s")
+    sizes = {}
+    for side in plan.sides():
+        synthetic = synthetic_batch(batch, side, classes, device)
+        first = first_call(lambda: step(*synthetic), device)
+        sizes[side] = {"first_step_s": first,
+                       "img_per_s": batch / timed(lambda: step(*synthetic), steps, device, 1)}
+        say(f"  {side:>5} px  {first:7.2f} s  {sizes[side]['img_per_s']:10.1f} img/s")
+    figures["sizes"] = sizes
+
+    # the loop's own work around a step at the smallest side: normalising the loader's
+    # full-size batch, resizing it, and the EMA update (every ema_update_every_batches)
+    smallest = min(sizes)
+    prepare_s = timed(lambda: resize_batch(step.normalize(full[0]), smallest, config.resize_mode),
+                      steps, device)
+    ema_s = (timed(lambda: step.ema.update(step.model, step.ema.every), steps, device) / step.ema.every
+             if step.ema else 0.0)
+    figures["loop_overhead"] = overhead = {
+        "side": smallest, "normalize_resize_s": prepare_s, "ema_s": ema_s,
+        "share_of_step": (prepare_s + ema_s) / (batch / sizes[smallest]["img_per_s"])}
+    say(f"\n  around each step at {smallest} px: normalise + resize {prepare_s * 1000:.1f} ms, EMA "
+        f"update {ema_s * 1000:.1f} ms (per step, updating every {config.ema_update_every_batches}) = "
+        f"{overhead['share_of_step'] * 100:.1f}% of a step at that size")
+
+    # the evaluation forward alone, at its size, on synthetic batches (no loader)
+    eval_batch = config.eval_batch_size or batch
+    eval_images = synthetic_batch(eval_batch, config.eval_resolution, classes, device)[0]
+    step.model.eval()
+    with torch.no_grad(), step.autocast():
+        figures["eval_forward"] = eval_batch / timed(lambda: step.model(step.normalize(eval_images)),
+                                                     steps, device)
+    step.model.train()
+    say("\n" + _row(f"evaluation forward, synthetic, {config.eval_resolution} px", figures["eval_forward"], base))
+
+    if config.compile:
+        figures["compiled"] = _compiled_rows(config, step, plan, device, steps, rounds, smallest)
+
+    dtype = (torch.bfloat16 if config.amp_dtype == "bf16" else torch.float16) \
+        if config.precision == "amp" else torch.float32
+    if device.type == "cpu" and dtype == torch.float16:
+        dtype = torch.float32
+    flops = train_flops(step, *full) / batch
+    peak = matmul_peak(device, dtype, 4096 if device.type == "cuda" else 2048, rounds)
+    figures["mfu"] = mfu = {"flops_per_image": flops, "peak_flops": peak, "dtype": str(dtype),
+                            "mfu": base * flops / peak}
+    say(f"\n  MFU: {flops / 1e9:.2f} GFLOP per image (fwd+bwd, {res} px) x {base:.1f} img/s / "
+        f"{peak / 1e9:.0f} GFLOP/s measured matmul peak ({dtype}) = {mfu['mfu'] * 100:.1f}%")
+
+    figures.update(_loader_rows(config, step, data, device, steps, rounds, full, smallest, base))
+    return figures
+
+
+def _compiled_rows(config, step, plan, device, steps: int, rounds: int, smallest: int) -> dict:
+    """The compiled step at full size and at the smallest side, in turns with the eager one."""
+    net = compiled(step.model, cache_folder(config), 2, config.cuda_graphs,  # full size, smallest
+                   config.compile_dynamic)
+    compiled_step = step.with_net(net)
+    how = ("compiled" + (" + CUDA graphs" if config.cuda_graphs else "")
+           + (" (dynamic)" if config.compile_dynamic else ""))
+    shapes = "symbolic sizes" if config.compile_dynamic else "static shapes"
+    say(f"\n  {how} ({shapes}), in turns with the eager step at the same size:")
+    rows = {}
+    for side in dict.fromkeys((config.train_resolution, smallest)):   # compute-, then launch-bound
+        synthetic = synthetic_batch(config.batch_per_device, side, step.model.fc.out_features, device)
+        first = first_call(lambda: compiled_step(*synthetic), device)
+        pair = in_turns({"compiled": lambda: compiled_step(*synthetic),
+                         "eager": lambda: step(*synthetic)}, config.batch_per_device, steps, rounds, device)
+        rows[side] = {"first_step_s": first, "img_per_s": pair["compiled"], "eager_img_per_s": pair["eager"]}
+        say(f"  {side:>5} px  first call {first:6.1f} s  {pair['compiled']:10.1f} img/s"
+            f"  {pair['compiled'] / pair['eager']:5.2f}x eager")
+    return rows
+
+
+def _loader_rows(config, step, data, device, steps: int, rounds: int, full, smallest: int,
+                 base: float) -> dict:
+    """The run's own loaders in this process: the loader alone, the step fed by it in turns
+    with the synthetic step, evaluation through the loader (epochs cycle on small sets)."""
+    figures: dict = {}
+    batch, res = config.batch_per_device, config.train_resolution
+    train_loader, val_loader = run_loaders(config, distributed.Context(0, 0, 1, device), 0,
+                                           data.train_path, data.val_path, data.eval_samples,
+                                           shard=True)
+    figures["loader"], figures["loader_epoch_start"] = loader_alone(train_loader, steps * 3, device)
+    say("\n" + _row("FFCV train loader alone", figures["loader"], base))
+    say(f"  the loader alone is timed inside epochs; each epoch's start costs "
+        f"{figures['loader_epoch_start']:.2f} s more than a steady batch (threads started, "
+        "pipeline filled)")
+    # the step fed by the loader in turns with the synthetic step, best round of each: their
+    # difference is the loader's work the step does not hide (project's loader cost); at
+    # full size, then at the smallest side, resized as the loop does (a launch-bound step
+    # may suffer more from the loader's threads than a compute-bound one)
+    say("\n  the step fed by the loader, in turns with the synthetic step (loader work the step "
+        "does not hide):")
+    figures["fed"] = {}
+    for side in dict.fromkeys((res, smallest)):
+        fed, synthetic = [], []
+        for _ in range(rounds):
+            # a stream of its own for each fed turn, its thread stopped before the synthetic
+            # turn, which a live loader thread would slow too (loaders.to_device); the
+            # warm-up takes the epoch's start and the batches the loader makes ahead
+            stream = loaders.cycle(train_loader)
+            fed.append(batch / timed(lambda: step(*next(stream), side), steps, device,
+                                     warmup=train_loader.batches_ahead + 2))
+            stream.close()
+            synthetic.append(batch / timed(lambda: step(*full, side), steps, device))
+        v = figures["fed"][side] = {"fed_img_per_s": max(fed), "synthetic_img_per_s": max(synthetic)}
+        if side == res:
+            say(_row("step fed by the loader", v["fed_img_per_s"], base, v["synthetic_img_per_s"]))
+        say(f"  {side:>5} px  {v['fed_img_per_s']:10.1f} img/s against {v['synthetic_img_per_s']:.1f}: "
+            f"{v['fed_img_per_s'] / v['synthetic_img_per_s']:.2f}x, "
+            f"{max(0.0, 1 / v['fed_img_per_s'] - 1 / v['synthetic_img_per_s']) * 1000:.2f} ms per image")
+
+    step.model.eval()
+    passes = []
+    with torch.no_grad(), step.autocast():
+        for _ in range(2):                    # the first pass carries FFCV's compilation
+            start, seen = time.perf_counter(), 0
+            for images, _ in val_loader:
+                step.model(step.normalize(images))
+                seen += images.shape[0]
+            sync(device)
+            passes.append(seen / (time.perf_counter() - start))
+    step.model.train()
+    figures["eval_first"], figures["eval"] = passes
+    say("\n" + _row("evaluation, first pass (FFCV compile)", figures["eval_first"], base))
+    say(_row("evaluation, second pass", figures["eval"], base))
+    return figures
+
+
+def profile(config, figures: dict, steps: int, rounds: int) -> dict:
+    """The profile JSON that `python -m submission project` reads (schema 1)."""
+    host = fill_from_host({"host_processor_model_name": "", "host_processor_vcpu_count": ""})
+    device_name = (torch.cuda.get_device_name(0) if config.device_type == "cuda"
+                   else host["host_processor_model_name"])
+    return {
+        "schema": PROFILE_SCHEMA,
+        "measured": {"date": datetime.date.today().isoformat(),
+                     "host": f"{host['host_processor_model_name']}, {host['host_processor_vcpu_count']} vCPUs",
+                     "device": config.device_type, "device_name": device_name,
+                     "torch": torch.__version__, "python": platform.python_version(),
+                     "steps": steps, "rounds": rounds},
+        "settings": {"system": config.system_id, "recipe": config.recipe,
+                     "batch_per_device": config.batch_per_device, "precision": config.precision,
+                     "amp_dtype": config.amp_dtype, "workers_per_device": config.workers_per_device,
+                     "compile": config.compile, "cuda_graphs": config.cuda_graphs,
+                     "compile_dynamic": config.compile_dynamic,
+                     "cudnn_benchmark": config.cudnn_benchmark,
+                     "train_resolution": config.train_resolution,
+                     "eval_resolution": config.eval_resolution},
+        "train_step": {str(side): v for side, v in figures["sizes"].items()},
+        "eval_img_per_s": figures["eval"],
+        "eval_forward_img_per_s": figures["eval_forward"],
+        "loader": {"img_per_s": figures["loader"], "threads": config.workers_per_device,
+                   "resolution": config.train_resolution, "epoch_start_s": figures["loader_epoch_start"]},
+        "setup_s": {"first_eval_extra": max(0.0, 1 / figures["eval_first"] - 1 / figures["eval"])},
+        "plain_loop_img_per_s": figures["plain_loop"],
+        "step_img_per_s": figures["step"],
+        "fed_step_img_per_s": figures["fed"][config.train_resolution]["fed_img_per_s"],
+        "fed_step_by_side": {str(side): v for side, v in figures["fed"].items()},
+        "mfu": figures["mfu"],
+        "loader_setup_s": figures["loader_setup"],
+        "loop_overhead": figures["loop_overhead"],
+        "compiled": figures.get("compiled"),
+    }

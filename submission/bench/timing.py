@@ -1,0 +1,112 @@
+"""Timing primitives of the bench: seconds per call, steps in turns, the loader alone,
+the matmul peak; and the device a bench times on, set up as a run sets it up."""
+from __future__ import annotations
+
+import time
+
+import torch
+
+from .. import distributed
+from ..config import ConfigError
+from ..data import ffcv_threads, loaders
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def timed(step, calls: int, device: torch.device, warmup: int = 2) -> float:
+    """Seconds per call of step() after warm-up calls (first calls compile or allocate)."""
+    for _ in range(warmup):
+        step()
+    sync(device)                      # warm-up work must not leak into the timed calls
+    start = time.perf_counter()
+    for _ in range(calls):
+        step()
+    sync(device)
+    return (time.perf_counter() - start) / calls
+
+
+def first_call(step, device: torch.device) -> float:
+    """Seconds of one call of step(), its set-up included."""
+    sync(device)
+    start = time.perf_counter()
+    step()
+    sync(device)
+    return time.perf_counter() - start
+
+
+def in_turns(steps_of: dict, images_per_call: int, calls: int, rounds: int, device: torch.device,
+             warmup: int = 3) -> dict:
+    """{name: img/s} of each step(), the steps taking turns: `warmup` untimed calls of each
+    (first calls allocate, pick kernels, record CUDA graphs), then `rounds` rounds of
+    `calls` timed calls of each in turn; each its best round. A machine whose speed drifts
+    moves steps timed side by side alike, and their ratio holds."""
+    for step in steps_of.values():
+        for _ in range(warmup):
+            step()
+    best = dict.fromkeys(steps_of, 0.0)
+    for _ in range(rounds):
+        for name, step in steps_of.items():
+            best[name] = max(best[name], images_per_call / timed(step, calls, device, warmup=0))
+    return best
+
+
+def loader_alone(loader, batches: int, device: torch.device, restarts: int = 3) -> tuple[float, float | None]:
+    """The FFCV loader alone: its steady img/s inside an epoch, and the seconds an epoch's
+    start adds over a steady batch (FFCV starts its threads and fills its pipeline again;
+    a run pays it once an epoch). Each epoch's first batch is left out of the steady rate,
+    so a small data set, whose epochs are a few batches long, is measured as a large
+    one's; then `restarts` fresh epochs time their first batch. The very first epoch's
+    first batch (compiling, allocating) counts for neither."""
+    if len(loader) < 2:
+        raise ConfigError(f"the loader has {len(loader)} batch(es) an epoch: timing it needs at "
+                          "least 2 (more images, or a smaller batch_per_device)")
+    steady_s, steady_batches, images, starts = 0.0, 0, 0, []
+    while steady_batches < batches or len(starts) <= restarts:
+        last = time.perf_counter()         # iter() starts the epoch: its work is the start's
+        epoch = iter(loader)
+        try:
+            for position, (batch, _) in enumerate(epoch):
+                now = time.perf_counter()
+                if position == 0:
+                    starts.append(now - last)
+                elif steady_batches < batches:
+                    steady_s, steady_batches, images = steady_s + now - last, steady_batches + 1, images + len(batch)
+                last = now
+                if steady_batches >= batches:
+                    break
+        finally:
+            loaders.finish(epoch)
+            sync(device)
+    rate, later_starts = images / steady_s, starts[1:]
+    if not later_starts:
+        return rate, None
+    return rate, max(0.0, sum(later_starts) / len(later_starts) - steady_s / steady_batches)
+
+
+def matmul_peak(device: torch.device, dtype: torch.dtype, n: int, rounds: int) -> float:
+    """FLOP/s of an n x n matmul on this device and dtype (the MFU denominator), the best
+    of `rounds` timings: a peak caught in a slow minute would put MFU above 100%."""
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    seconds = min(timed(lambda: a @ b, 5, device) for _ in range(rounds))
+    return 2 * n ** 3 / seconds
+
+
+def bench_device(config) -> torch.device:
+    """The device a bench times on, with the run's CPU threads and cuDNN setting."""
+    device = torch.device("cuda" if config.device_type == "cuda" else "cpu")
+    ffcv_threads.install()      # else FFCV's Loaders set torch's threads to their worker count
+    if device.type == "cpu":
+        torch.set_num_threads(distributed.cpu_threads(config))
+    torch.backends.cudnn.benchmark = config.cudnn_benchmark
+    return device
+
+
+def synthetic_batch(batch: int, side: int, classes: int, device: torch.device, generator=None):
+    """(uint8 images NCHW in channels-last memory, labels) as the loaders give them."""
+    images = torch.randint(0, 256, (batch, 3, side, side), dtype=torch.uint8, generator=generator)
+    labels = torch.randint(0, classes, (batch,), generator=generator)
+    return images.to(device).contiguous(memory_format=torch.channels_last), labels.to(device)

@@ -1,0 +1,178 @@
+"""What this machine can run, decided before anything is written.
+
+Each check returns what it decided (problems in words, or a value to use) and leaves the
+configuration it checks as it was. `launch_plan` gathers them: the configuration to
+launch (a harness-chosen workers_per_device lowered to fit the CPUs), what was changed,
+and every reason this machine cannot run it. The campaign and the dry run launch
+`plan.approved()`; bench asks `loader_workers` for its loader threads.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .config import HARNESS_ORIGINS, Config, ConfigError, load_descriptor
+
+
+@dataclass(frozen=True)
+class WorkersDecision:
+    """Loader threads per process for this node's CPUs."""
+    workers: int          # workers_per_device to use
+    note: str = ""        # said to the user when the harness lowered its own default
+    problem: str = ""     # the user chose a value that does not fit: refuse with this text
+    origin: str = ""      # the origin to record for `workers` when it was lowered
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """What preflight decided about one configuration."""
+    config: Config                    # the configuration to launch (a new one when changed)
+    notes: tuple[str, ...] = ()       # what was changed, to say before launching
+    problems: tuple[str, ...] = ()    # why this machine cannot run it
+
+    def approved(self) -> Config:
+        """The configuration to launch; a ConfigError naming every problem when there is one."""
+        if self.problems:
+            raise ConfigError("cannot start this campaign:\n  - " + "\n  - ".join(self.problems))
+        return self.config
+
+
+def launch_plan(config: Config) -> LaunchPlan:
+    """Fail before touching results/ when this machine cannot run the configuration, or
+    when the descriptor would describe hardware other than what runs. A workers_per_device
+    the user did not choose is lowered to fit the CPUs (in the returned configuration,
+    which config.json records)."""
+    problems = hardware_differences(config) + gpu_problems(config)
+    workers = loader_workers(config)
+    notes: list[str] = []
+    if workers.problem:
+        problems.append(workers.problem)
+    elif workers.workers != config.workers_per_device:
+        config = config.replaced({"workers_per_device": workers.workers}, workers.origin)
+        notes.append(workers.note)
+    problems += data_dir_problems(config)
+    return LaunchPlan(config, tuple(notes), tuple(problems))
+
+
+def data_dir_problems(config: Config) -> list[str]:
+    """An ImageNet campaign needs a data_dir that is a folder on this machine."""
+    if config.dataset != "imagenet":
+        return []
+    if not config.data_dir:
+        return ["dataset=imagenet needs data_dir=FOLDER holding train/ and val/ "
+                f"(systems/{config.system_id}.json sets none)."]
+    if not Path(config.data_dir).is_dir():
+        return [f"data_dir={config.data_dir} "
+                + ("is a file, not a folder holding train/ and val/."
+                   if Path(config.data_dir).exists() else "does not exist on this machine.")]
+    return []
+
+
+def hardware_differences(config: Config) -> list[str]:
+    """How the world to launch differs from the descriptor's fixed hardware, or from this
+    machine ([] when a log of this run would describe it truthfully)."""
+    from . import inventory
+    described = int(config.description.get("accelerators_per_node") or 0)
+    local = config.system_id == "local"
+    use_local = "use system=local, which describes this machine as it is"
+    problems = []
+    if config.device_type == "cuda" and described == 0:
+        problems.append("device=cuda, but this machine has no GPU that torch can see "
+                        f"({_why_no_gpu()}); drop device=cuda to train on the CPU"
+                        if local else
+                        f"device=cuda, but systems/{config.system_id}.json describes a machine "
+                        f"without accelerators; {use_local}")
+    if config.device_type == "cpu" and described > 0:
+        problems.append(f"device=cpu, but systems/{config.system_id}.json describes "
+                        f"{described} GPU(s) per node; "
+                        + (("use system=cpu" + (f" dataset=imagenet data_dir={config.data_dir}"
+                                                 if config.dataset == "imagenet" else "")
+                            + ", which describes this machine's CPU and no GPU") if local else use_local))
+    if config.device_type == "cuda" and described and config.processes_per_node != described:
+        problems.append(f"procs_per_node={config.processes_per_node}, but systems/"
+                        f"{config.system_id}.json describes {described} GPUs per node; to train "
+                        "on fewer, hide the others with CUDA_VISIBLE_DEVICES"
+                        + (f" (e.g. CUDA_VISIBLE_DEVICES={','.join(map(str, range(config.processes_per_node)))})"
+                           if local else " and use system=local"))
+    if (local and config.dataset == "imagenet" and config.device_type == "cpu"
+            and not config.device):
+        problems.append(f"no GPU that torch can see ({_why_no_gpu()}), so this campaign would "
+                        f"train on {config.data_dir} on the CPU (on ImageNet: weeks): make the "
+                        "GPUs visible, or pass device=cpu to train on the CPU all the same")
+    if not problems:
+        found = inventory.gpus() if config.device_type == "cuda" else []
+        # what the file states, not the facts of this machine that fill its empty fields
+        differences = inventory.mismatch(load_descriptor(config.system_id), found)
+        if differences and not local:
+            problems.append(f"systems/{config.system_id}.json does not describe this machine: "
+                            + "; ".join(differences) + f"; {use_local}")
+    return problems
+
+
+def _why_no_gpu() -> str:
+    import torch
+    if not torch.version.cuda and not torch.version.hip:
+        return f"this torch ({torch.__version__}) was built without CUDA"
+    variable, tool = ("HIP_VISIBLE_DEVICES", "rocm-smi") if torch.version.hip else ("CUDA_VISIBLE_DEVICES", "nvidia-smi")
+    visible = os.environ.get(variable)
+    if visible is not None and not visible.strip():
+        return f"{variable} is empty"
+    return f"torch.cuda.is_available() is False: check the driver ({tool})" + (
+        f" and {variable}={visible}" if visible else "")
+
+
+def gpu_problems(config: Config) -> list[str]:
+    """What the visible GPUs and this torch build cannot do for the configuration: bf16
+    without bf16 tensor cores (compute capability below 8.0), several processes without
+    NCCL (gloo on the CPU)."""
+    import torch
+    import torch.distributed as dist
+    problems = []
+    bf16 = config.precision == "amp" and config.amp_dtype == "bf16"
+    # ROCm reports capabilities of its own (gfx versions): nothing is claimed there
+    if bf16 and config.device_type == "cuda" and torch.version.hip is None and torch.cuda.is_available():
+        older: dict[tuple[str, str], list[str]] = {}
+        for index in range(torch.cuda.device_count()):
+            capability = torch.cuda.get_device_capability(index)
+            if capability < (8, 0):
+                kind = (torch.cuda.get_device_name(index), "%d.%d" % capability)
+                older.setdefault(kind, []).append(str(index))
+        for (name, capability), indices in older.items():
+            problems.append(f"amp_dtype=bf16, but {name} (GPU {', '.join(indices)}) has compute "
+                            f"capability {capability}: bf16 tensor cores need 8.0 (A100, H100) or "
+                            "newer; use amp_dtype=fp16 (with a GradScaler, the published setting)")
+    if config.world_size > 1:
+        backend = "NCCL" if config.device_type == "cuda" else "gloo"
+        available = dist.is_available() and (
+            dist.is_nccl_available() if backend == "NCCL" else dist.is_gloo_available())
+        if not available:
+            one = ("one GPU (CUDA_VISIBLE_DEVICES=0 with system=local)" if backend == "NCCL"
+                   else "procs_per_node=1")
+            problems.append(
+                f"{config.world_size} processes ({config.processes_per_node} per node x "
+                f"{config.num_nodes} node(s)) on {config.device_type} talk through {backend}, "
+                f"and this torch build ({torch.__version__}) has no {backend}: install a torch "
+                f"build with {backend}, or train on {one}")
+    return problems
+
+
+def loader_workers(config: Config) -> WorkersDecision:
+    """Loader threads of all processes of this node against the CPUs this process may run
+    on. A harness-chosen workers_per_device that does not fit is lowered (with a note); one
+    the user chose is refused with the value that fits."""
+    from .distributed import usable_cpus
+    cpus, processes = usable_cpus(), config.processes_per_node
+    workers = config.workers_per_device
+    fits = max(1, cpus // processes)      # below one each the processes share CPUs anyway
+    if workers * processes <= cpus or workers <= fits:
+        return WorkersDecision(workers)
+    if config.origin("workers_per_device") in HARNESS_ORIGINS:
+        return WorkersDecision(
+            fits, note=(f"workers_per_device={fits}: {cpus} usable CPUs / {processes} "
+                        f"process(es) (was {workers})"),
+            origin=f"derived: {cpus} usable CPUs / {processes} process(es)")
+    return WorkersDecision(workers, problem=(
+        f"workers_per_device={workers} ({config.origin('workers_per_device')}) x "
+        f"{processes} process(es) per node is {workers * processes} loader threads, but this "
+        f"process may run on {cpus} CPUs; pass workers_per_device={fits}."))

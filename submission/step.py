@@ -1,0 +1,214 @@
+"""What a run trains with (`RecipeStep`) and when (`RunPlan`): built once, here.
+
+The training loop, every bench row, `project` and `settings` use these two and nothing
+else, so that a figure about the run is measured on, or computed from, the run's own
+step and schedule.
+
+RunPlan: steps per epoch (FFCV's distributed order gives each rank ceil(samples /
+processes) images and drops the last incomplete batch), total and warm-up steps, the
+evaluation cadence, the learning rate and the progressive-resizing side at each step.
+
+RecipeStep: the model with the recipe's initialisation and BlurPool, the EMA copy, the
+decoupled SGDW optimizer, the loss, autocast and (fp16 on CUDA) a GradScaler, and the
+normaliser; calling it trains one batch at a side (normalise, downscale, forward,
+backward, update).
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+from torch import nn
+
+from .config import Config, ConfigError
+from .data.loaders import Normalizer
+from .methods.ema import EMA
+from .methods.loss import LOSSES
+from .methods.progressive_resize import resize_batch, side_at
+from .methods.schedule import lr_at
+from .methods.sgdw import DecoupledSGDW
+from .model import model_from_config
+
+
+def steps_per_epoch(samples: int, batch_per_device: int, world_size: int) -> int:
+    """Training steps of one epoch: each of `world_size` processes gets ceil(samples /
+    world_size) images (FFCV's distributed order pads with repeats) in whole batches."""
+    return math.ceil(samples / world_size) // batch_per_device
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """When things happen in a run of `config` on `train_samples` images."""
+    config: Config = dataclasses.field(repr=False, compare=False)
+    train_samples: int
+    world_size: int
+    steps_per_epoch: int
+    total_steps: int
+    warmup_steps: int
+    eval_every: int
+
+    @classmethod
+    def of(cls, config: Config, train_samples: int, world_size: int | None = None) -> "RunPlan":
+        """The plan of a run of `config` on `train_samples` training images over
+        `world_size` processes (default: the configuration's)."""
+        world = world_size or config.world_size
+        per_epoch = steps_per_epoch(train_samples, config.batch_per_device, world)
+        if per_epoch == 0:
+            raise ConfigError(
+                f"{train_samples} training images are fewer than one global batch "
+                f"({config.batch_per_device * world} = {config.batch_per_device} per process x "
+                f"{world} process(es)): lower batch_per_device or add images")
+        total = max(1, round(config.train_epochs * per_epoch))
+        return cls(config, train_samples, world, per_epoch, total,
+                   round(config.warmup_train_epochs * per_epoch),
+                   max(1, round(config.eval_every_epochs * per_epoch)))
+
+    @property
+    def global_batch(self) -> int:
+        return self.config.batch_per_device * self.world_size
+
+    def lr(self, step: int) -> float:
+        """Learning rate of the 0-based `step`: linear warm-up, then cosine to 0."""
+        return lr_at(step, self.total_steps, self.warmup_steps, self.config.peak_lr)
+
+    def side(self, step: int) -> int:
+        """Training side of the 0-based `step` (progressive resizing)."""
+        return side_at(step, self.steps_per_epoch, self.total_steps, self.config)
+
+    def side_runs(self) -> list[tuple[int, int, int]]:
+        """(side, first step, steps) for each stretch of steps at one side, in order."""
+        runs: list[tuple[int, int, int]] = []
+        for step in range(self.total_steps):
+            side = self.side(step)
+            if runs and runs[-1][0] == side:
+                runs[-1] = (side, runs[-1][1], runs[-1][2] + 1)
+            else:
+                runs.append((side, step, 1))
+        return runs
+
+    def sides(self) -> list[int]:
+        """Every distinct training side, in the order the run meets them."""
+        return [side for side, _, _ in self.side_runs()]
+
+    def evaluates_after(self, step: int) -> bool:
+        """Whether the run evaluates once `step` steps are done (every eval_every steps,
+        and at the end of the budget)."""
+        return step % self.eval_every == 0 or step == self.total_steps
+
+    def evaluations_until(self, stop: int) -> int:
+        """Evaluations of a run that ends after `stop` steps."""
+        return stop // self.eval_every + (1 if stop == self.total_steps and stop % self.eval_every else 0)
+
+    def last_regular_evaluation(self) -> int:
+        """The last step before the budget's end that evaluates on the cadence (0: none)."""
+        last = self.total_steps // self.eval_every * self.eval_every
+        return last if last < self.total_steps else 0
+
+    def epoch(self, step: int) -> float:
+        return step / self.steps_per_epoch
+
+
+# ---------------------------------------------------------------------------
+def autocast_for(config: Config, device: torch.device) -> Callable[[], contextlib.AbstractContextManager]:
+    """A factory of the run's autocast context (a no-op context with precision=fp32)."""
+    if config.precision != "amp":
+        return contextlib.nullcontext
+    dtype = torch.bfloat16 if config.amp_dtype == "bf16" else torch.float16
+    # including_emulation=False: a V100 "supports" bf16 only by emulation, far slower
+    if (dtype == torch.bfloat16 and device.type == "cuda"
+            and not torch.cuda.is_bf16_supported(including_emulation=False)):
+        raise RuntimeError(f"amp_dtype=bf16 but {torch.cuda.get_device_name(device)} has no bf16 "
+                           "support: use amp_dtype=fp16 (the published setting)")
+    return lambda: torch.autocast(device.type, dtype=dtype)
+
+
+def grad_scaler(config: Config, device: torch.device):
+    """A GradScaler for fp16 autocast on CUDA (Composer v0.7's `precision: amp`), else None."""
+    fp16_on_cuda = config.precision == "amp" and config.amp_dtype == "fp16" and device.type == "cuda"
+    return torch.amp.GradScaler("cuda") if fp16_on_cuda else None
+
+
+def recipe_optimizer(config: Config, model: nn.Module, device: torch.device) -> DecoupledSGDW:
+    """The recipe's SGDW at this global batch (torch's fused kernel on CUDA)."""
+    return DecoupledSGDW(model.parameters(), lr=config.peak_lr, momentum=config.momentum,
+                         weight_decay=config.effective_weight_decay, fused=device.type == "cuda")
+
+
+def optimizer_step(net, optimizer, scaler, autocast, loss_fn, images, labels,
+                   smoothing: float) -> torch.Tensor:
+    """Forward, backward and update on one batch (a GradScaler only for fp16 on CUDA)."""
+    optimizer.zero_grad(set_to_none=True)
+    with autocast():
+        loss = loss_fn(net(images), labels.view(-1), smoothing)
+    if scaler:
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        loss.backward()
+        optimizer.step()
+    return loss
+
+
+@dataclass
+class RecipeStep:
+    """Everything one training step of the recipe uses; call it on a uint8 batch."""
+    config: Config
+    model: nn.Module                 # the weights being trained
+    net: nn.Module                   # what the step calls: the model, wrapped in DDP and/or compiled
+    ema: EMA | None
+    optimizer: torch.optim.Optimizer
+    loss_fn: Callable
+    autocast: Callable
+    scaler: torch.amp.GradScaler | None
+    normalize: Normalizer
+
+    def __call__(self, images: torch.Tensor, labels: torch.Tensor, side: int | None = None) -> torch.Tensor:
+        """Train on one batch of uint8 images, downscaled to `side` (None: as given)."""
+        x = self.normalize(images)
+        if side is not None:
+            x = resize_batch(x, side, self.config.resize_mode)
+        return optimizer_step(self.net, self.optimizer, self.scaler, self.autocast, self.loss_fn,
+                              x, labels, self.config.label_smoothing)
+
+    def set_lr(self, lr: float) -> None:
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
+    def update_average(self, step: int) -> None:
+        """After the optimizer step numbered `step` (from 1): the EMA at its cadence."""
+        if self.ema:
+            self.ema.update(self.model, step)
+
+    @property
+    def eval_model(self) -> nn.Module:
+        """What evaluation scores: the EMA copy when the recipe keeps one."""
+        return self.ema.model if self.ema else self.model
+
+    def with_net(self, net: nn.Module) -> "RecipeStep":
+        """The same step calling another wrapper of the same model (a compiled one)."""
+        return dataclasses.replace(self, net=net)
+
+
+def build_step(config: Config, num_classes: int, device: torch.device, *,
+               ddp: bool = False, local_rank: int = 0,
+               optimizer: Callable[[nn.Module], torch.optim.Optimizer] | None = None) -> RecipeStep:
+    """The recipe step of `config` on `device`. ddp: the model wrapped in
+    DistributedDataParallel (the process group is up). optimizer: another optimizer in
+    place of the recipe's, given the model (the bench's per-method comparison)."""
+    model = model_from_config(config, num_classes).to(device)
+    ema = (EMA(model, config.ema_half_life_batches, config.ema_update_every_batches)
+           if config.ema_half_life_batches > 0 else None)
+    net: nn.Module = model
+    if ddp:
+        from torch.nn.parallel import DistributedDataParallel
+        net = DistributedDataParallel(model, device_ids=[local_rank] if device.type == "cuda" else None)
+    return RecipeStep(
+        config=config, model=model, net=net, ema=ema,
+        optimizer=optimizer(model) if optimizer else recipe_optimizer(config, model, device),
+        loss_fn=LOSSES[config.loss], autocast=autocast_for(config, device),
+        scaler=grad_scaler(config, device), normalize=Normalizer(device))

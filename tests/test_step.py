@@ -1,0 +1,98 @@
+"""submission.step: one run plan and one recipe step, used by the loop, the bench, project
+and settings alike."""
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.utils.data import DistributedSampler
+
+from submission import projection
+from submission.config import ConfigError, resolve
+from submission.settings import describe_settings
+from submission.step import RunPlan, build_step
+
+CPU = torch.device("cpu")
+
+
+def _ffcv_batches_per_rank(samples: int, world: int, batch: int) -> set[int]:
+    """What FFCV's training loader gives each rank: its Random order shards with torch's
+    DistributedSampler (drop_last=False pads with repeats) when distributed, and the
+    loader drops the last incomplete batch."""
+    if world == 1:
+        return {samples // batch}
+    return {len(DistributedSampler(range(samples), num_replicas=world, rank=rank, shuffle=True,
+                                   drop_last=False)) // batch for rank in range(world)}
+
+
+@pytest.mark.parametrize("samples", [1_024, 4_095, 4_096, 10_000, 60_000, 1_281_167])
+@pytest.mark.parametrize("world", [1, 2, 3, 8])
+@pytest.mark.parametrize("batch", [1, 64, 256, 1_024])
+def test_steps_per_epoch_are_the_training_loaders_batches(samples, world, batch):
+    config = resolve("cpu", {"batch_per_device": str(batch)})
+    expected = _ffcv_batches_per_rank(samples, world, batch)
+    assert len(expected) == 1                      # every rank the same number of steps
+    if expected == {0}:
+        with pytest.raises(ConfigError, match="fewer than one global batch"):
+            RunPlan.of(config, samples, world)
+        return
+    assert RunPlan.of(config, samples, world).steps_per_epoch == expected.pop()
+
+
+@pytest.mark.parametrize("train_limit, procs, batch", [
+    (4_095, 2, 1_024),          # the loop trains 2 steps an epoch, not 4095 // 2048 = 1
+    (60_000, 1, 64), (60_000, 3, 100), (10_000, 2, 256), (5_000, 4, 64)])
+def test_project_trains_and_evaluates_what_the_loop_would(train_limit, procs, batch):
+    config = resolve("cpu", {"train_limit": str(train_limit), "procs_per_node": str(procs),
+                             "batch_per_device": str(batch), "epochs": "20"})
+    plan = RunPlan.of(config, train_limit)
+    if (train_limit, procs, batch) == (4_095, 2, 1_024):
+        assert plan.steps_per_epoch == 2
+    profile = {"schema": 1, "measured": {}, "settings": {"batch_per_device": batch},
+               "train_step": {str(side): {"img_per_s": 100.0} for side in plan.sides()},
+               "eval_img_per_s": 100.0, "loader": {"img_per_s": 1e9, "threads": 1}}
+    result = projection.project(config, profile, "p.json")
+    trained = sum(p.images for p in result.parts if p.what.startswith("train"))
+    assert trained == plan.total_steps * config.global_batch_size
+    evaluation = next(p for p in result.parts if p.what.startswith("evaluation"))
+    assert evaluation.what.startswith(f"evaluation, {plan.evaluations_until(plan.total_steps)} x ")
+    assert f"{plan.steps_per_epoch} steps per epoch" in projection.format_projection(result)
+
+
+def test_the_plan_evaluates_on_its_cadence_and_at_the_end():
+    config = resolve("p4d", {})
+    plan = RunPlan.of(config, 1_281_167)
+    assert (plan.steps_per_epoch, plan.total_steps, plan.warmup_steps, plan.eval_every) == (625, 17_500, 5_000, 1_875)
+    evaluated = [s for s in range(1, plan.total_steps + 1) if plan.evaluates_after(s)]
+    assert len(evaluated) == plan.evaluations_until(plan.total_steps) == 10
+    assert evaluated[-2:] == [9 * 1_875, 17_500]     # epoch 27 (the 9th), then the budget's end
+    assert plan.last_regular_evaluation() == 9 * 1_875
+    assert plan.lr(0) == 0 and plan.lr(5_000) == pytest.approx(config.peak_lr)
+    assert plan.sides()[0] == 88 and plan.side(plan.total_steps - 1) == 176
+
+
+def test_settings_print_the_plan_of_the_published_run():
+    text = describe_settings("mild")
+    assert ("625 steps an epoch, 17,500 steps, warm-up 5,000 steps, 10 evaluations "
+            "(every 1,875 steps)") in text
+
+
+def test_the_recipe_step_trains_at_the_side_it_is_given_and_averages_on_its_cadence():
+    config = resolve("cpu", {})
+    torch.manual_seed(0)
+    step = build_step(config, 10, CPU)
+    assert step.ema is not None and step.eval_model is step.ema.model
+    seen = []
+    step.model.conv1.register_forward_pre_hook(lambda m, args: seen.append(args[0].shape[-1]))
+    images = torch.randint(0, 256, (4, 3, 32, 32), dtype=torch.uint8).contiguous(
+        memory_format=torch.channels_last)
+    labels = torch.randint(0, 10, (4,))
+    before = step.model.fc.weight.detach().clone()
+    averaged = step.ema.model.fc.weight.detach().clone()
+    step.set_lr(0.1)
+    loss = step(images, labels, 16)
+    assert seen == [16] and torch.isfinite(loss)
+    assert not torch.equal(step.model.fc.weight, before)         # the weights moved
+    step.update_average(1)                                       # not on the cadence: unchanged
+    assert torch.equal(step.ema.model.fc.weight, averaged)
+    step.update_average(config.ema_update_every_batches)
+    assert not torch.equal(step.ema.model.fc.weight, averaged)
