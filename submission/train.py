@@ -29,7 +29,7 @@ import torch
 from . import distributed as dist_utils
 from . import inventory, out_of_memory
 from .config import Config
-from .data import ffcv_threads, loaders
+from .data import ffcv_threads, fingerprint, loaders
 from .data.prepare import PreparedData, cache_folder
 from .mlperf_log import RunLog
 from .progress import Reporter
@@ -268,6 +268,7 @@ def main(argv=None) -> int:
         "run_index": args.run_index, "runs": args.runs, "seed": args.seed,
         "finish": args.finish, "remaining": args.remaining, "config": config.to_dict(),
         "cache_cleared": args.cache_cleared})
+    prepared_with = config      # this node's own settings: those its data was prepared with
     if args.follow:
         config = Config.from_dict(spec["config"])
         if args.state and ctx.local_rank == 0:
@@ -283,6 +284,11 @@ def main(argv=None) -> int:
         log.init_start(cache_cleared=bool(spec["cache_cleared"]))
         log.submission(config)
         unlike = inventory.unlike_ranks(dist_utils.all_gather_object(inventory.rank_hardware(ctx.device)))
+        if unlike:
+            raise RuntimeError(unlike)
+        # on every rank at this point: all stop here, in no training collective, if one differs
+        unlike = fingerprint.unlike_data(dist_utils.all_gather_object(
+            fingerprint.of_rank(args.data, prepared_with)))
         if unlike:
             raise RuntimeError(unlike)
         data = PreparedData.load(Path(args.data))

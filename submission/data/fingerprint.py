@@ -1,0 +1,120 @@
+"""What a rank will train and evaluate on, as facts that ranks can compare.
+
+Only the configuration is broadcast from rank 0: every node prepares its own data from its
+own command line (campaign.follow_campaign) and each rank reads its own node's data.json.
+Nodes given other data (another train_limit, data set or write setting) would plan other
+step counts, and the run would abort inside a collective ("collective mismatch" on gloo)
+or hang (NCCL); counts that differ but give the same number of steps would silently
+overlap or drop shards. train.main gathers every rank's fingerprint before run_start and
+stops every rank, with the message of `unlike_data`, when they differ.
+
+A fingerprint holds, for each split, the sample count and the .beton file's size and a
+sha256 of its first HEADER_BYTES bytes; the number of classes; and the write settings the
+node prepared with. Paths are left out: nodes may keep identical files in other places.
+"""
+from __future__ import annotations
+
+import hashlib
+import socket
+from pathlib import Path
+
+from .prepare import PreparedData
+
+# An FFCV .beton starts with a fixed header (format version, field count, page size, sample
+# count, where the allocation table lies: 24 bytes), one descriptor per field (1,041 bytes
+# each), then the metadata table: one 24-byte record per sample, holding its label
+# (IntField) and its image's storage mode (raw or JPEG), stored width and height and where
+# its bytes lie. The first 64 KiB thus cover the file's layout and, for its first ~2,640
+# samples, their labels, stored sizes and storage: another subset, another write setting
+# or another source changes them (and the file size). It reads the same 64 KiB of a 100 GB
+# file as of a small one; what differs only further on (later samples' records, image
+# bytes) is not seen: a bounded check, not a checksum of the data.
+HEADER_BYTES = 64 * 1024
+
+# The Config settings that say how images were written into the .beton files. PreparedData
+# does not record them; the configuration a node prepared its data with does (the node's own
+# --config, before rank 0's broadcast replaces it).
+WRITE_SETTINGS = ("write_mode", "write_max_resolution", "write_jpeg_quality",
+                  "write_compress_probability")
+
+ADVICE = ("prepare the same data on every node: the same dataset, data_dir, train_limit, "
+          "eval_limit, val_labels, skip_bad_images and write_* settings on every node's "
+          "command line (or one cache_dir that every node shares), then run the same command "
+          "again on every node")
+
+
+def file_facts(path: str | Path) -> dict:
+    """{"bytes": size, "header_sha256": sha256 of its first HEADER_BYTES bytes (the whole
+    file when it is smaller)}; {"unreadable": why} for a file that cannot be read."""
+    try:
+        with open(path, "rb") as handle:
+            size = handle.seek(0, 2)
+            handle.seek(0)
+            head = handle.read(HEADER_BYTES)
+    except OSError as exc:
+        return {"unreadable": f"{type(exc).__name__}: {exc.strerror or exc}"}
+    return {"bytes": size, "header_sha256": hashlib.sha256(head).hexdigest()}
+
+
+def fingerprint(data: PreparedData, config) -> dict:
+    """The facts of `data` that every rank of a run must share, as a flat JSON-able dict.
+    `config`: the configuration this node prepared `data` with (for its write settings)."""
+    facts = {"train_samples": data.train_samples, "eval_samples": data.eval_samples,
+             "num_classes": data.num_classes}
+    for split, path in (("train", data.train_path), ("eval", data.val_path)):
+        for key, value in file_facts(path).items():
+            facts[f"{split}_file_{key}"] = value
+    facts.update({key: getattr(config, key) for key in WRITE_SETTINGS})
+    return facts
+
+
+def of_rank(data_file: str | Path, config) -> dict:
+    """This rank's fingerprint with where it runs: {"node_rank", "hostname", "data"}.
+    Never raises: a data description that cannot be read becomes the fact
+    {"data.json": why}, so that every rank reaches the gathering of fingerprints and
+    learns why the run stops (a rank that raised instead would leave the others waiting
+    for it in a collective)."""
+    try:
+        facts = fingerprint(PreparedData.load(Path(data_file)), config)
+    except Exception as exc:  # noqa: BLE001 - any failure is a fact for the comparison
+        facts = {"data.json": f"{data_file} unreadable ({type(exc).__name__}: {exc})"}
+    return {"node_rank": config.node_rank, "hostname": socket.gethostname(), "data": facts}
+
+
+def _shown(facts: dict, key: str) -> str:
+    if key not in facts:
+        return "(none)"
+    value = facts[key]
+    if isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value):
+        return value[:16] + "..."      # a sha256: its first 16 hex digits tell two apart
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def unlike_data(ranks: list[dict], most: int = 8) -> str | None:
+    """None when every rank's fingerprint equals rank 0's; else a message that names, for
+    each rank that differs (the first `most` of them), its rank, node and host, each field
+    that differs with rank 0's value and its own, and what to do. `ranks`: of_rank of
+    every rank, in rank order. Decides only: neither prints nor raises."""
+    if not ranks:
+        return None
+    first = ranks[0]
+    reference = first.get("data", {})
+    blocks = []
+    for rank, seen in enumerate(ranks):
+        facts = seen.get("data", {})
+        fields = [*reference, *(key for key in facts if key not in reference)]
+        differ = [key for key in fields if reference.get(key) != facts.get(key)]
+        if not differ:
+            continue
+        where = f"node {seen.get('node_rank', '?')}, host {seen.get('hostname', '?')}"
+        lines = [f"  rank {rank} ({where}):"]
+        lines += [f"    {key}: rank 0 has {_shown(reference, key)}, rank {rank} has "
+                  f"{_shown(facts, key)}" for key in differ]
+        blocks.append("\n".join(lines))
+    if not blocks:
+        return None
+    more = f"\n  ... and {len(blocks) - most} more ranks" if len(blocks) > most else ""
+    return (f"the ranks would train or evaluate on different data ({len(blocks)} of {len(ranks)} "
+            f"ranks differ from rank 0 on node {first.get('node_rank', '?')}, host "
+            f"{first.get('hostname', '?')}); stopped before run_start, as their step counts or "
+            "shards would not match:\n" + "\n".join(blocks[:most]) + more + f"\nFix: {ADVICE}.")
