@@ -6,4 +6,10 @@ ema                 exponential moving average of weights and BN statistics
 progressive_resize  on-device downscaling of training batches early in training
 schedule            step-wise linear warmup + cosine decay
 sgdw                SGD with weight decay decoupled from the gradient
+
+Medium / Hot methods (not wired into training yet; docs/recipes-medium-hot.md):
+mixup               MixUp of a batch and its mixed (smoothed) targets
+sam                 sharpness-aware minimisation around a base optimizer (every k-th step)
+stochastic_depth    per-sample / per-block stochastic depth for ResNet Bottlenecks
+colout              batch-wise removal of random rows and columns
 """

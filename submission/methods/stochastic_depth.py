@@ -1,0 +1,126 @@
+"""Stochastic depth (Huang et al. 2016) on torchvision ResNet Bottleneck blocks, as
+Composer v0.8.0 (composer/algorithms/stochastic_depth/, stochastic_layers.py).
+
+Drop rates: with `linear` distribution the i-th Bottleneck (0-based, in module order) of
+n gets drop_rate * (i + 1) / n, so in ResNet-50 (n = 16) from 0.1/16 up to 0.1 on the
+last block; `uniform` gives every block drop_rate.
+
+Two methods, both leaving the residual branch F(x) = bn3(conv3(...)) *unscaled at train
+time* (no 1/keep factor, unlike timm's DropPath) and scaling it by keep = 1 - rate at
+evaluation, so that evaluation computes the expected branch: relu(shortcut(x) + keep*F(x)).
+Evaluation is therefore deterministic but not the plain block unless the rate is 0.
+- "sample" (the Hot recipe's `stochastic_method: sample`): the branch is computed for
+  the whole batch and each sample's branch is kept with probability keep
+  (mask = floor(keep + U[0,1)), one draw per sample and block), then
+  relu(shortcut + mask * F(x)).
+- "block" (the original paper; Composer's default): one draw per block and forward: when
+  dropped the branch is not computed and the block returns shortcut(x), passed through
+  relu when the shortcut is the downsample projection; the draw is on the host
+  (`bool(torch.bernoulli(...))`), a graph break under torch.compile, and DDP must then
+  find unused parameters.
+
+drop_warmup: Composer ramps the overall rate linearly from 0 over the first
+`drop_warmup` fraction of training (Event.BATCH_START), but refuses a non-zero warmup
+with "sample". The Hot recipe sets `drop_warmup: 0.0dur`, i.e. none; `drop_rate_at`
+gives the ramp for completeness.
+
+`apply_stochastic_depth` swaps each Bottleneck for a StochasticBottleneck that holds the
+same submodules under the same names, so parameter and state-dict names are unchanged.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torchvision.models.resnet import Bottleneck
+
+METHODS = ("sample", "block")
+DISTRIBUTIONS = ("linear", "uniform")
+
+
+class StochasticBottleneck(nn.Module):
+    """A torchvision Bottleneck's modules with a stochastic residual branch."""
+
+    def __init__(self, block: Bottleneck, drop_rate: float, method: str = "sample"):
+        super().__init__()
+        if method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+        for name in ("conv1", "bn1", "conv2", "bn2", "conv3", "bn3", "relu", "downsample"):
+            setattr(self, name, getattr(block, name))
+        self.stride = block.stride
+        self.drop_rate = float(drop_rate)
+        self.method = method
+
+    def branch(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.relu(self.bn2(self.conv2(out)))
+        return self.bn3(self.conv3(out))
+
+    def shortcut(self, x: torch.Tensor) -> torch.Tensor:
+        return x if self.downsample is None else self.downsample(x)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        keep = 1.0 - self.drop_rate
+        if not self.training:
+            out = self.branch(x)
+            if self.drop_rate:
+                out = out * keep
+            return self.relu(out + self.shortcut(x))
+        if self.method == "block":
+            if self.drop_rate and not bool(torch.bernoulli(torch.tensor(keep))):
+                return x if self.downsample is None else self.relu(self.downsample(x))
+            return self.relu(self.branch(x) + self.shortcut(x))
+        out = self.branch(x)
+        if self.drop_rate:
+            shape = (x.shape[0],) + (1,) * (out.dim() - 1)
+            mask = torch.floor(keep + torch.rand(shape, dtype=out.dtype, device=out.device))
+            out = out * mask
+        return self.relu(out + self.shortcut(x))
+
+
+def block_drop_rates(count: int, drop_rate: float, distribution: str = "linear") -> list[float]:
+    """The drop rate of each of `count` blocks, in order."""
+    if distribution not in DISTRIBUTIONS:
+        raise ValueError(f"distribution must be one of {DISTRIBUTIONS}, got {distribution!r}")
+    if not 0.0 <= drop_rate <= 1.0:
+        raise ValueError(f"drop_rate must be in [0, 1], got {drop_rate}")
+    if distribution == "uniform":
+        return [drop_rate] * count
+    return [drop_rate * (i + 1) / count for i in range(count)]
+
+
+def _bottlenecks(model: nn.Module, kind: type) -> list[tuple[nn.Module, str, nn.Module]]:
+    """(parent, attribute name, block) for every block of type `kind`, in module order."""
+    found = []
+    for parent in model.modules():
+        for name, child in parent.named_children():
+            if isinstance(child, kind):
+                found.append((parent, name, child))
+    return found
+
+
+def apply_stochastic_depth(model: nn.Module, drop_rate: float = 0.1, method: str = "sample",
+                           distribution: str = "linear") -> nn.Module:
+    """Replace every Bottleneck of `model` in place; returns the model."""
+    blocks = _bottlenecks(model, Bottleneck)
+    for (parent, name, block), rate in zip(blocks, block_drop_rates(len(blocks), drop_rate,
+                                                                     distribution)):
+        setattr(parent, name, StochasticBottleneck(block, rate, method))
+    return model
+
+
+def set_drop_rate(model: nn.Module, drop_rate: float, distribution: str = "linear") -> None:
+    """Give the model's stochastic blocks the rates of an overall `drop_rate`."""
+    blocks = _bottlenecks(model, StochasticBottleneck)
+    for (_, _, block), rate in zip(blocks, block_drop_rates(len(blocks), drop_rate, distribution)):
+        block.drop_rate = rate
+
+
+def drop_rate_at(elapsed_fraction: float, drop_rate: float, warmup_fraction: float,
+                 method: str = "sample") -> float:
+    """Overall drop rate after `elapsed_fraction` of training with Composer's linear
+    drop_warmup (0: the full rate from the start)."""
+    if warmup_fraction and method == "sample":
+        raise ValueError('drop_warmup can not be used with the "sample" method (as Composer)')
+    if warmup_fraction and elapsed_fraction < warmup_fraction:
+        return drop_rate * elapsed_fraction / warmup_fraction
+    return drop_rate
