@@ -254,13 +254,20 @@ def _launch(config: Config, train_args: list[str], progress: Path | None = None)
         try:
             return _relay(job, copy)
         except KeyboardInterrupt:
-            job.send_signal(signal.SIGTERM)
-            killer = threading.Timer(STOP_GRACE_S, job.kill)
-            killer.start()
+            # further signals (Ctrl-C again; SLURM signals every process of a job) are
+            # ignored while the job stops: it has its SIGTERM, and the killer bounds the wait
+            previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
             try:
-                _relay(job, copy)       # keep its last lines: the run_stop it logs
+                job.send_signal(signal.SIGTERM)
+                killer = threading.Timer(STOP_GRACE_S, job.kill)
+                killer.start()
+                try:
+                    _relay(job, copy)       # keep its last lines: the run_stop it logs
+                finally:
+                    killer.cancel()
             finally:
-                killer.cancel()
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
             raise CampaignError("interrupted: the run in progress was stopped and its partial "
                                 "log kept; re-run the same command to resume (complete runs "
                                 "are kept, the interrupted one is redone)") from None

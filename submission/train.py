@@ -301,7 +301,8 @@ def main(argv=None) -> int:
     except (Interrupted, KeyboardInterrupt) as exc:
         log.run_stop(False, reason=f"interrupted ({exc or 'SIGINT'})")
         log.close()
-        print(f"{label} interrupted; partial log kept at {partial}", file=sys.stderr, flush=True)
+        print(f"{label} interrupted" + (f"; partial log kept at {partial}" if partial else ""),
+              file=sys.stderr, flush=True)
         return 130
     except Exception as exc:
         if out_of_memory.is_out_of_memory(exc):
