@@ -19,7 +19,7 @@ import pytest
 from conftest import REPO, free_port, quick_settings
 from submission.config import parse_overrides, resolve
 from submission.data import fingerprint
-from submission.data.prepare import PreparedData, prepare
+from submission.data.prepare import HEAD_BYTES, head_sha256, prepare
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -76,27 +76,30 @@ def test_another_training_set_is_named_with_both_values(prepared):
 
 def test_a_beton_of_the_same_size_with_other_header_bytes_is_named(prepared, tmp_path):
     config, small, _ = prepared
+    assert small.train_head_sha256 == head_sha256(small.train_path)     # recorded by prepare
     changed = tmp_path / "train.beton"
     shutil.copyfile(small.train_path, changed)
     content = bytearray(changed.read_bytes())
-    assert len(content) > fingerprint.HEADER_BYTES           # the bounded read is exercised
-    content[fingerprint.HEADER_BYTES - 100] ^= 0xFF          # a byte of the metadata table
+    assert len(content) > HEAD_BYTES                          # the bounded read is exercised
+    content[HEAD_BYTES - 100] ^= 0xFF                         # a byte of the metadata table
     changed.write_bytes(bytes(content))
-    other = dataclasses.replace(small, train_path=str(changed))
+    before, after = small.train_head_sha256, head_sha256(changed)
+    assert before != after
+    other = dataclasses.replace(small, train_path=str(changed), train_head_sha256=after)
     ranks = [{"node_rank": 0, "hostname": "h", "data": fingerprint.fingerprint(small, config)},
              {"node_rank": 1, "hostname": "h", "data": fingerprint.fingerprint(other, config)}]
     message = fingerprint.unlike_data(ranks)
-    before = fingerprint.file_facts(small.train_path)["header_sha256"]
-    after = fingerprint.file_facts(changed)["header_sha256"]
-    assert before != after
     assert (f"train_file_header_sha256: rank 0 has {before[:16]}..., "
             f"rank 1 has {after[:16]}...") in message
     assert "train_file_bytes" not in message and "train_samples" not in message
-    # past the prefix, a change is not seen: the read stays bounded on a 100 GB file
-    content[fingerprint.HEADER_BYTES - 100] ^= 0xFF
+    # past the head, a change is not seen: the read stays bounded on a 100 GB file
+    content[HEAD_BYTES - 100] ^= 0xFF
     content[-1] ^= 0xFF
     changed.write_bytes(bytes(content))
-    assert fingerprint.file_facts(changed)["header_sha256"] == before
+    assert head_sha256(changed) == before
+    # the fingerprint itself opens no .beton (the run reads no data before run_start): it
+    # takes the recorded hash, whatever the file now holds
+    assert fingerprint.fingerprint(other, config)["train_file_header_sha256"] == after
 
 
 def test_other_write_settings_and_an_unreadable_description_are_decisions(prepared, tmp_path):

@@ -8,28 +8,20 @@ or hang (NCCL); counts that differ but give the same number of steps would silen
 overlap or drop shards. train.main gathers every rank's fingerprint before run_start and
 stops every rank, with the message of `unlike_data`, when they differ.
 
-A fingerprint holds, for each split, the sample count and the .beton file's size and a
-sha256 of its first HEADER_BYTES bytes; the number of classes; and the write settings the
-node prepared with. Paths are left out: nodes may keep identical files in other places.
+A fingerprint holds, for each split, the sample count, the .beton file's size and the
+sha256 of its head (prepare.head_sha256, which prepare records in data.json when it writes
+or reuses the file); the number of classes; and the write settings the node prepared with.
+Nothing here opens a .beton: before run_start the run reads none of the data (file sizes
+come from the file system). Paths are left out: nodes may keep identical files in other
+places.
 """
 from __future__ import annotations
 
-import hashlib
+import os
 import socket
 from pathlib import Path
 
 from .prepare import PreparedData
-
-# An FFCV .beton starts with a fixed header (format version, field count, page size, sample
-# count, where the allocation table lies: 24 bytes), one descriptor per field (1,041 bytes
-# each), then the metadata table: one 24-byte record per sample, holding its label
-# (IntField) and its image's storage mode (raw or JPEG), stored width and height and where
-# its bytes lie. The first 64 KiB thus cover the file's layout and, for its first ~2,640
-# samples, their labels, stored sizes and storage: another subset, another write setting
-# or another source changes them (and the file size). It reads the same 64 KiB of a 100 GB
-# file as of a small one; what differs only further on (later samples' records, image
-# bytes) is not seen: a bounded check, not a checksum of the data.
-HEADER_BYTES = 64 * 1024
 
 # The Config settings that say how images were written into the .beton files. PreparedData
 # does not record them; the configuration a node prepared its data with does (the node's own
@@ -43,17 +35,14 @@ ADVICE = ("prepare the same data on every node: the same dataset, data_dir, trai
           "again on every node")
 
 
-def file_facts(path: str | Path) -> dict:
-    """{"bytes": size, "header_sha256": sha256 of its first HEADER_BYTES bytes (the whole
-    file when it is smaller)}; {"unreadable": why} for a file that cannot be read."""
+def file_facts(path: str | Path, head_sha256: str) -> dict:
+    """{"bytes": its size, "header_sha256": the head hash prepare recorded}, or
+    {"unreadable": why} for a file the file system does not know. The file is not opened."""
     try:
-        with open(path, "rb") as handle:
-            size = handle.seek(0, 2)
-            handle.seek(0)
-            head = handle.read(HEADER_BYTES)
+        size = os.stat(path).st_size
     except OSError as exc:
         return {"unreadable": f"{type(exc).__name__}: {exc.strerror or exc}"}
-    return {"bytes": size, "header_sha256": hashlib.sha256(head).hexdigest()}
+    return {"bytes": size, "header_sha256": head_sha256 or "(not recorded: prepare again)"}
 
 
 def fingerprint(data: PreparedData, config) -> dict:
@@ -61,8 +50,9 @@ def fingerprint(data: PreparedData, config) -> dict:
     `config`: the configuration this node prepared `data` with (for its write settings)."""
     facts = {"train_samples": data.train_samples, "eval_samples": data.eval_samples,
              "num_classes": data.num_classes}
-    for split, path in (("train", data.train_path), ("eval", data.val_path)):
-        for key, value in file_facts(path).items():
+    for split, path, head in (("train", data.train_path, data.train_head_sha256),
+                              ("eval", data.val_path, data.val_head_sha256)):
+        for key, value in file_facts(path, head).items():
             facts[f"{split}_file_{key}"] = value
     facts.update({key: getattr(config, key) for key in WRITE_SETTINGS})
     return facts

@@ -56,6 +56,10 @@ class PreparedData:
     synthetic_train_path: str = ""
     synthetic_val_path: str = ""
     synthetic_samples: int = 0
+    # head_sha256 of each split's .beton, taken here, where reading the data is allowed:
+    # the ranks compare them before run_start without opening the files (data.fingerprint)
+    train_head_sha256: str = ""
+    val_head_sha256: str = ""
 
     @classmethod
     def load(cls, path: Path) -> "PreparedData":
@@ -415,6 +419,21 @@ def _forget_verdicts(manifest: Path, paths: list[Path]) -> None:
                                   if key not in {str(p) for p in paths}})
 
 
+# An FFCV .beton starts with its header (format version, field count, page size, sample
+# count: 24 bytes), one descriptor per field (1,041 bytes each), then one 24-byte record
+# per sample (its label, its image's storage mode, stored size and where its bytes lie).
+# The first 64 KiB thus cover the layout and the first ~2,640 samples' records: another
+# subset, source or write setting changes them, and reading them costs the same on a
+# 100 GB file as on a small one. A bounded check, not a checksum of the data.
+HEAD_BYTES = 64 * 1024
+
+
+def head_sha256(path: str | Path) -> str:
+    """sha256 of the first HEAD_BYTES bytes of the file (all of it when smaller)."""
+    with open(path, "rb") as handle:
+        return hashlib.sha256(handle.read(HEAD_BYTES)).hexdigest()
+
+
 def cache_folder(config: Config) -> Path:
     folder = Path(config.cache_dir)
     return folder if folder.is_absolute() else REPO_ROOT / folder
@@ -542,4 +561,6 @@ def prepare(config: Config) -> PreparedData:
     return PreparedData(str(train_path), str(val_path), num_classes=len(train.classes),
                         train_samples=len(train), eval_samples=len(val), skipped_images=skipped,
                         synthetic_train_path=str(synthetic_train),
-                        synthetic_val_path=str(synthetic_val), synthetic_samples=count)
+                        synthetic_val_path=str(synthetic_val), synthetic_samples=count,
+                        train_head_sha256=head_sha256(train_path),
+                        val_head_sha256=head_sha256(val_path))
