@@ -66,11 +66,17 @@ def result_path(config: Config, index: int) -> Path:
     return system_dir(config) / "resnet" / f"result_{index}.txt"
 
 
+def run_progress(folder: Path, index: int | str, suffix: str) -> Path:
+    """progress/run_<index><suffix> of a system folder: ".log" for the printed output,
+    ".jsonl" for the records."""
+    return Path(folder) / "progress" / f"run_{index}{suffix}"
+
+
 def progress_log(config: Config, index: int) -> Path:
     """The printed output of run `index` (every rank's lines, as the terminal showed them)."""
-    return system_dir(config) / "progress" / f"run_{index}.log"
+    return run_progress(system_dir(config), index, ".log")
 
 
 def progress_records(config: Config, index: int) -> Path:
     """Rank 0's machine-readable progress of run `index` (JSON lines, submission.progress)."""
-    return system_dir(config) / "progress" / f"run_{index}.jsonl"
+    return run_progress(system_dir(config), index, ".jsonl")

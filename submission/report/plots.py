@@ -24,6 +24,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from .. import score  # noqa: E402
 from ..progress import read_progress, windows  # noqa: E402
+from ..results import run_progress  # noqa: E402
 
 MLPERF_RESNET_TARGET = 0.759     # MLPerf Training ResNet-50 quality target (top-1)
 
@@ -61,8 +62,7 @@ def progress_points(path: Path) -> list[tuple[float, float, int]]:
 
 def progress_path(system_dir: Path, result: Path, suffix: str = ".jsonl") -> Path:
     """progress/run_<i>.jsonl of result_<i>.txt (suffix ".log": its printed lines)."""
-    index = Path(result).stem.split("_")[-1]
-    return Path(system_dir) / "progress" / f"run_{index}{suffix}"
+    return run_progress(system_dir, Path(result).stem.split("_")[-1], suffix)
 
 
 def progress_files(system_dir: Path) -> dict[str, Path]:
