@@ -150,9 +150,15 @@ def cmd_report(words: list[str]) -> int:
 def cmd_settings(words: list[str]) -> int:
     from .settings import describe_settings
     settings = parse_overrides(words)
-    if set(settings) - {"recipe"}:
-        raise ConfigError(f"settings takes only recipe=NAME, not {', '.join(words)}")
-    print(describe_settings(settings.get("recipe")))
+    if set(settings) - {"recipe", "scale_schedule_ratio"}:
+        raise ConfigError(f"settings takes only recipe=NAME and scale_schedule_ratio=R, not "
+                          f"{', '.join(words)}")
+    ratio = settings.get("scale_schedule_ratio")
+    try:
+        ratio = float(ratio) if ratio is not None else None
+    except ValueError:
+        raise ConfigError(f"scale_schedule_ratio takes a number, not {ratio!r}") from None
+    print(describe_settings(settings.get("recipe"), ratio))
     return 0
 
 

@@ -14,6 +14,7 @@ import copy
 import difflib
 import json
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,7 @@ class ConfigError(ValueError):
 
 # Settings of the harness, not of the published recipe: name -> (default, meaning).
 HARNESS_SETTINGS: dict[str, tuple[Any, str]] = {
-    "recipe": ("mild", "recipe file under submission/recipes/ (mild, baseline)"),
+    "recipe": ("mild", "recipe file under submission/recipes/ (mild, medium, hot, baseline)"),
     "org": ("Unaffiliated", "submitting organisation: MLPerf `submitter` and package folder"),
     "runs": (5, "runs in the campaign; an MLPerf ResNet score needs exactly 5"),
     "seeds": ("", "comma-separated seeds, one per run; empty: drawn once, recorded"),
@@ -130,6 +131,20 @@ RECIPE_SETTINGS: dict[str, tuple[type, str]] = {
     "target_accuracy": (float, "top-1 fraction that ends a run successfully"),
     "precision": (str, "amp (autocast) or fp32"),
     "amp_dtype": (str, "autocast dtype when precision=amp: fp16 (with a GradScaler) or bf16"),
+    # Medium and Hot (all off in Mild)
+    "mixup_alpha": (float, "MixUp: mixing weight min(z, 1-z), z ~ Beta(alpha, alpha); 0: no MixUp"),
+    "sam_interval": (int, "SAM: every Nth step is a two-pass SAM step; 0: no SAM"),
+    "sam_rho": (float, "SAM: radius of the ascent step"),
+    "sam_epsilon": (float, "SAM: added to the gradient norm of the ascent"),
+    "stochastic_depth_rate": (float, "stochastic depth: drop rate of the last residual block; 0: none"),
+    "stochastic_depth_method": (str, "stochastic depth: sample (per image) or block (per batch)"),
+    "stochastic_depth_distribution": (str, "stochastic depth: rates linear in depth, or uniform"),
+    "colout_fraction": (float, "ColOut: share of rows and of columns dropped from each batch; 0: none"),
+    "randaugment_depth": (int, "RandAugment: operations per image; 0: no RandAugment"),
+    "randaugment_severity": (int, "RandAugment: magnitude, 0-10"),
+    "randaugment_set": (str, "RandAugment: augmentation set (all, safe, original)"),
+    "train_loader": (str, "ffcv, or torchvision (per-image CPU augmentation in DataLoader workers, "
+                          "from the same .beton: what RandAugment needs)"),
 }
 
 
@@ -175,6 +190,10 @@ RANGES: dict[str, Range] = {
     "lr_reference_batch": AT_LEAST_1, "momentum": Range(0, 1, high_open=True),
     "weight_decay": Range(0, 1, high_open=True), "epochs": ABOVE_0, "scale_schedule_ratio": ABOVE_0,
     "warmup_epochs": AT_LEAST_0, "eval_every_epochs": ABOVE_0,
+    "mixup_alpha": AT_LEAST_0, "sam_interval": AT_LEAST_0, "sam_rho": AT_LEAST_0,
+    "sam_epsilon": ABOVE_0, "stochastic_depth_rate": Range(0, 1, high_open=True),
+    "colout_fraction": Range(0, 1, high_open=True), "randaugment_depth": AT_LEAST_0,
+    "randaugment_severity": Range(0, 10),
 }
 CHOICES: dict[str, tuple[str, ...]] = {
     "dataset": ("imagenet", "fashion-mnist"),       # `auto` is decided by `resolve` (see below)
@@ -184,6 +203,8 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "logit_bias_init": ("log_prior", "zeros"), "loss": ("bce", "cross_entropy"),
     "resize_granularity": ("epoch", "step"), "resize_mode": ("nearest", "bilinear", "area"),
     "optimizer": ("sgdw",), "precision": ("amp", "fp32"), "amp_dtype": ("bf16", "fp16"),
+    "stochastic_depth_method": ("sample", "block"), "stochastic_depth_distribution": ("linear", "uniform"),
+    "randaugment_set": ("all", "safe", "original"), "train_loader": ("ffcv", "torchvision"),
 }
 # Values also accepted where a setting is given, which `resolve` turns into one of CHOICES
 # before `validate` sees them; `settings` lists them beside the CHOICES.
@@ -294,6 +315,24 @@ class Config:
         return self.weight_decay * self.global_batch_size / self.lr_reference_batch
 
     @property
+    def methods(self) -> list[str]:
+        """The speed-up and regularisation methods the recipe applies, in words (logs,
+        system description notes, `settings`)."""
+        named = [
+            (self.blurpool, "BlurPool"), (self.channels_last, "channels last"),
+            (self.ema_half_life_batches > 0, f"EMA (half-life {self.ema_half_life_batches:g} steps)"),
+            (self.label_smoothing > 0, f"label smoothing {self.label_smoothing:g}"),
+            (self.progressive_resize, f"progressive resizing (from {self.resize_initial_scale:g}x)"),
+            (self.mixup_alpha > 0, f"MixUp (alpha {self.mixup_alpha:g})"),
+            (self.sam_interval > 0, f"SAM (rho {self.sam_rho:g}, every {self.sam_interval}th step)"),
+            (self.randaugment_depth > 0, f"RandAugment ({self.randaugment_set}, depth "
+                                         f"{self.randaugment_depth}, severity {self.randaugment_severity})"),
+            (self.stochastic_depth_rate > 0, f"stochastic depth ({self.stochastic_depth_method}, "
+                                             f"{self.stochastic_depth_distribution} to {self.stochastic_depth_rate:g})"),
+            (self.colout_fraction > 0, f"ColOut ({self.colout_fraction:g} of rows and columns)")]
+        return [words for on, words in named if on]
+
+    @property
     def warmup_train_epochs(self) -> float:
         return self.warmup_epochs * (self.scale_schedule_ratio if self.scale_warmup else 1.0)
 
@@ -317,7 +356,7 @@ class Config:
             "system_name", "num_nodes", "device_type", "processes_per_node",
             "accelerators_per_node", "world_size",
             "global_batch_size", "peak_lr", "effective_weight_decay", "train_epochs",
-            "warmup_train_epochs")}
+            "warmup_train_epochs", "methods")}
         return {"system": self.system_id, "settings": dict(self.settings),
                 "derived": derived, "system_description": dict(self.description),
                 "origins": dict(self.origins)}
@@ -381,22 +420,45 @@ def _is_count(value: Any, lowest: int) -> bool:
     return isinstance(value, int) and value >= lowest
 
 
-def load_recipe(name: str) -> dict[str, Any]:
-    """The recipe's settings, checked against RECIPE_SETTINGS (a `base:` recipe first)."""
+def _recipe_file(name: str) -> tuple[Path, dict[str, Any]]:
     path = RECIPES_DIR / f"{name}.yaml"
     if not path.is_file():
         raise ConfigError(f"unknown recipe {name!r}. Known recipes: {', '.join(available_recipes())}")
     try:
-        recipe = yaml.safe_load(path.read_text()) or {}
+        return path, yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path} is not valid YAML: {exc}") from exc
+
+
+def ratio_range(name: str) -> Range | None:
+    """The scale_schedule_ratio range the recipe `name` is published for (its file's own
+    `scale_schedule_ratio_range`, not inherited through `base:`), or None."""
+    path, recipe = _recipe_file(name)
+    text = recipe.get("scale_schedule_ratio_range")
+    if text is None:
+        return None
+    match = re.fullmatch(r"\s*([\[(])\s*([0-9.]+)\s*,\s*([0-9.]+|inf)\s*([\])])\s*", str(text))
+    if not match:
+        raise ConfigError(f"{path}: scale_schedule_ratio_range {text!r} is not an interval such "
+                          "as \"[0.75, 2.6]\" or \"(2.6, inf)\"")
+    return Range(float(match[2]), None if match[3] == "inf" else float(match[3]),
+                 low_open=match[1] == "(", high_open=match[4] == ")")
+
+
+def load_recipe(name: str) -> dict[str, Any]:
+    """The recipe's settings, checked against RECIPE_SETTINGS (a `base:` recipe first).
+    A setting left empty (the published scale_schedule_ratio of Medium and Hot, which
+    each user chooses) is None until the system or the command line sets it."""
+    path, recipe = _recipe_file(name)
     base = recipe.pop("base", None)
-    recipe.pop("recipe", None)
+    for key in ("recipe", "scale_schedule_ratio_range"):
+        recipe.pop(key, None)
     for key, value in recipe.items():
         if key not in RECIPE_SETTINGS:
             raise ConfigError(f"{path}: unknown recipe setting {key!r}; known: "
                               f"{', '.join(RECIPE_SETTINGS)}")
-        recipe[key] = _coerce(key, value, RECIPE_SETTINGS[key][0], origin=str(path))
+        if value is not None:
+            recipe[key] = _coerce(key, value, RECIPE_SETTINGS[key][0], origin=str(path))
     merged = {**load_recipe(base), **recipe} if base else recipe
     if not base:
         missing = [key for key in RECIPE_SETTINGS if key not in merged]
@@ -478,7 +540,7 @@ def resolve(system: str | None = None, overrides: dict[str, str] | None = None) 
         settings.setdefault(key, copy.deepcopy(default))
     dataset = _chosen_dataset(settings, harness, overrides)
     if dataset == "fashion-mnist":
-        _apply(settings, _load_preset(), EMBEDDED_ORIGIN, origins)
+        _apply(settings, _load_preset(recipe_name), EMBEDDED_ORIGIN, origins)
     _apply(settings, harness, f"systems/{system}.json", origins)
     _apply(settings, overrides, "the command line", origins)
     settings["recipe"], settings["dataset"] = recipe_name, dataset
@@ -496,11 +558,15 @@ def _chosen_dataset(settings: dict, harness: dict, overrides: dict) -> str:
     return dataset
 
 
-def _load_preset() -> dict[str, Any]:
+def _load_preset(recipe: str) -> dict[str, Any]:
+    """The embedded campaign's settings for `recipe`: the common ones, then the recipe's
+    own block under `by_recipe`."""
     try:
-        return yaml.safe_load(EMBEDDED_PRESET.read_text()) or {}
+        preset = yaml.safe_load(EMBEDDED_PRESET.read_text()) or {}
     except yaml.YAMLError as exc:
         raise ConfigError(f"{EMBEDDED_PRESET} is not valid YAML: {exc}") from exc
+    by_recipe = preset.pop("by_recipe", None) or {}
+    return {**preset, **(by_recipe.get(recipe) or {})}
 
 
 def describe_machine(description: dict[str, Any]) -> dict[str, Any]:
@@ -524,6 +590,12 @@ def describe_machine(description: dict[str, Any]) -> dict[str, Any]:
 
 def validate(config: Config) -> None:
     """Reject settings that cannot produce a meaningful run, before anything starts."""
+    published = ratio_range(config.recipe)
+    if config.settings["scale_schedule_ratio"] is None:
+        raise ConfigError(
+            f"recipe={config.recipe} leaves scale_schedule_ratio to you, as its published file "
+            f"does: choose the run's length with scale_schedule_ratio=R, R {published} "
+            "(the fraction of its 90 epochs to train)")
     problems = [f"{key}={config.settings[key]!r} must be {bound} ({config.origin(key)})"
                 for key, bound in RANGES.items() if not bound.admits(config.settings[key])]
     problems += [f"{key} must be one of {', '.join(c for c in choices if c)}"
@@ -576,6 +648,18 @@ def validate(config: Config) -> None:
         problems.append(f"cuda_graphs=true with {config.world_size} processes: CUDA graphs around "
                         "DDP's all-reduce were never measured by this harness; use cuda_graphs=false "
                         "(compile=true alone works with several processes)")
+    if (published and config.dataset == "imagenet"
+            and not published.admits(config.scale_schedule_ratio)):
+        # the ranges are fractions of ImageNet's 90 epochs; the embedded campaign sets its own
+        # duration (submission/embedded.yaml)
+        problems.append(f"scale_schedule_ratio={config.scale_schedule_ratio:g} is outside the "
+                        f"{config.recipe} recipe's published range: it must be {published} "
+                        f"(submission/recipes/{config.recipe}.yaml); longer or shorter runs "
+                        "belong to another recipe")
+    if config.randaugment_depth and config.train_loader != "torchvision":
+        problems.append(f"randaugment_depth={config.randaugment_depth} needs train_loader=torchvision: "
+                        "RandAugment works on each image in the loader's worker processes, which "
+                        "FFCV's compiled pipeline cannot run")
     if config.eval_resize < config.eval_resolution:
         problems.append("eval_resize must be at least eval_resolution (resize, then center-crop)")
     if config.node_rank >= config.num_nodes:

@@ -75,6 +75,8 @@ class RunLog:
         self.event(C.TRAIN_SAMPLES, train_samples)
         self.event(C.EVAL_SAMPLES, eval_samples)
         self.event(C.MODEL_BN_SPAN, config.batch_per_device)
+        # not MLPerf keys: which recipe ran, and its methods, for whoever reads the log
+        self.event("recipe", config.recipe, metadata={"methods": config.methods})
         # No opt_* keys: they name MLPerf's reference optimisers (sgd, lars), and the
         # decoupled SGDW of the recipe is neither; the open division does not require
         # them, and the published entry's logs carry none.

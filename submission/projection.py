@@ -1,6 +1,7 @@
 """Time and cost of a run and of a campaign on a system, projected from measured figures.
 
-    python -m submission project system=NAME profile=FILE [dp_efficiency=F] [key=value ...]
+    python -m submission project system=NAME profile=FILE [loader_profile=FILE] [dp_efficiency=F]
+        [key=value ...]
 
 The profile is the JSON `python -m submission bench ... json=FILE` writes on a machine:
 per-process training-step rate at every image side of the progressive-resizing
@@ -16,6 +17,15 @@ costs inside a run. The projection walks the run plan of the chosen recipe on NA
 
 It assumes the run trains its whole epoch budget (the published Mild runs reached the
 target at their last evaluations) and every assumption is printed with the figures.
+
+A profile measured with another recipe than the projected one (a Mild profile on a GPU
+for a Hot projection) is adjusted, and each adjustment printed: the step time scaled by
+the SAM passes (1 + 1/sam_interval of the projected recipe over the profile's), and sides
+the profile lacks interpolated between the nearest measured ones, linear in the area.
+loader_profile=FILE takes the loader figures ("loader", "augmentation_ms_per_image") from
+another profile, e.g. a bench of recipe=hot on a CPU host: Hot loads with torchvision
+(per-image CPU work in DataLoader workers), and the loader's rate per thread times the
+system's threads is then where such a recipe is limited.
 """
 from __future__ import annotations
 
@@ -36,6 +46,9 @@ DEFAULT_DP_EFFICIENCY = 0.90
 BENCH_HINT = ("measure one on the target machine: `python -m submission bench system={system} "
               "json=profile-{system}.json`, then `python -m submission project system={system} "
               "profile=profile-{system}.json`")
+# a side the profile lacks may be inferred from its neighbours, not from beyond this share
+# of the measured range
+SIDE_MARGIN = 0.10
 
 
 class ProfileError(ConfigError):
@@ -64,6 +77,8 @@ class Projection:
     # (epoch, minutes) of a run that reaches the target at the last evaluation before the
     # end of its budget; None when that evaluation is the budget's last step
     early_stop: tuple[float, float] | None = None
+    # where the loader limits the run (a torchvision loader, or figures from loader_profile=)
+    loader_summary: list[str] = field(default_factory=list)
 
     @property
     def run_minutes(self) -> float:
@@ -123,6 +138,11 @@ _OBJECT = (lambda v: isinstance(v, dict), "an object")
 _RATE = (lambda v: _is_number(v) and v > 0, "a number of images per second > 0")
 _COUNT = (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "a whole number >= 1")
 _SECONDS = (lambda v: _is_number(v) and v >= 0, "a number of seconds >= 0")
+_WHOLE = (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "a whole number >= 0")
+LOADER_KINDS = ("ffcv", "torchvision")
+_KIND = (lambda v: v in LOADER_KINDS, "one of " + ", ".join(LOADER_KINDS))
+# the bench's per-image CPU work of the torchvision loader, each on one thread (ms per image)
+AUGMENTATION_STAGES = ("decode", "crop_flip", "randaugment", "to_tensor", "total")
 
 
 def _unhidden(fed: float, synthetic: float, loader_alone: float) -> float:
@@ -165,6 +185,61 @@ def loader_cost_at(costs: dict[int, float], side: int) -> float:
     return costs[low] + (costs[high] - costs[low]) * (side - low) / (high - low)
 
 
+
+def _recipe_setting(profile: dict[str, Any], key: str, default: Any) -> Any:
+    """A recipe setting the profile was measured with: its settings' own, else its recipe
+    file's (profiles before 2026-11-24 name the recipe only), else `default`."""
+    settings = profile.get("settings") or {}
+    if key in settings:
+        return settings[key]
+    from .config import load_recipe
+    try:
+        return load_recipe(settings["recipe"]).get(key, default) if settings.get("recipe") else default
+    except ConfigError:
+        return default
+
+
+def loader_kind(profile: dict[str, Any]) -> str:
+    """Which loader the profile's "loader" figures measured: its loader.kind, else its
+    recipe's train_loader (profiles before 2026-11-24 were FFCV's)."""
+    return (profile.get("loader") or {}).get("kind") or _recipe_setting(profile, "train_loader", "ffcv")
+
+
+def sam_passes(interval: int) -> float:
+    """Forward-backward passes per step on average: every interval-th step is two."""
+    return 1 + 1 / interval if interval else 1.0
+
+
+def bench_command(config: Config) -> str:
+    ratio = (f" scale_schedule_ratio={config.scale_schedule_ratio:g}"
+             if config.recipe != "mild" else "")
+    return (f"python -m submission bench recipe={config.recipe}{ratio} "
+            f"json=loader-{config.recipe}.json")
+
+
+def side_seconds(train_step: dict[str, Any], side: int) -> tuple[float, str]:
+    """Seconds per image of the step at `side`: measured, or between the nearest measured
+    sides linear in the area (side squared), or within SIDE_MARGIN outside the measured
+    range the nearest one's scaled by the area; and how it was had ("" when measured)."""
+    if str(side) in train_step:
+        return 1 / train_step[str(side)]["img_per_s"], ""
+    measured = sorted(int(k) for k in train_step)
+    seconds = {k: 1 / train_step[str(k)]["img_per_s"] for k in measured}
+    below = [k for k in measured if k < side]
+    above = [k for k in measured if k > side]
+    if below and above:
+        low, high = below[-1], above[0]
+        share = (side ** 2 - low ** 2) / (high ** 2 - low ** 2)
+        return (seconds[low] + (seconds[high] - seconds[low]) * share,
+                f"{side} px between {low} and {high} px, linear in the area")
+    nearest = below[-1] if below else above[0]
+    if abs(side - nearest) > SIDE_MARGIN * nearest:
+        raise ValueError(side)
+    return (seconds[nearest] * (side / nearest) ** 2,
+            f"{side} px from {nearest} px scaled by the area (outside the measured {measured[0]}-"
+            f"{measured[-1]} px by {abs(side - nearest) / nearest:.0%})")
+
+
 def profile_problems(profile: dict[str, Any]) -> list[str]:
     """Each field the projection reads that is not of the type and range the bench writes."""
     def at(name: str) -> Any:
@@ -187,7 +262,12 @@ def profile_problems(profile: dict[str, Any]) -> list[str]:
               ("fed_step_by_side", _OBJECT, False), ("settings.train_resolution", _COUNT, False),
               ("loader.epoch_start_s", _SECONDS, False), ("loop_overhead", _OBJECT, False),
               ("loop_overhead.normalize_resize_s", _SECONDS, False),
-              ("loop_overhead.ema_s", _SECONDS, False)]
+              ("loop_overhead.ema_s", _SECONDS, False),
+              ("loader.kind", _KIND, False), ("settings.sam_interval", _WHOLE, False),
+              ("augmentation_ms_per_image", _OBJECT, False)]
+    augmentation = at("augmentation_ms_per_image")
+    if isinstance(augmentation, dict):
+        fields += [(f"augmentation_ms_per_image.{key}", _SECONDS, True) for key in AUGMENTATION_STAGES]
     for side in sides:
         fields += [(f"train_step.{side}", _OBJECT, True), (f"train_step.{side}.img_per_s", _RATE, True),
                    (f"train_step.{side}.first_step_s", _SECONDS, False)]
@@ -255,7 +335,8 @@ def host_vcpus(config: Config) -> tuple[int, str]:
 
 
 def project(config: Config, profile: dict[str, Any], profile_name: str,
-            dp_efficiency: float | None = None) -> Projection:
+            dp_efficiency: float | None = None, loader_profile: dict[str, Any] | None = None,
+            loader_profile_name: str = "") -> Projection:
     processes = config.world_size
     if dp_efficiency is None:
         dp_efficiency = 1.0 if processes == 1 else DEFAULT_DP_EFFICIENCY
@@ -267,17 +348,49 @@ def project(config: Config, profile: dict[str, Any], profile_name: str,
     steps_per_epoch, total_steps, eval_every = plan.steps_per_epoch, plan.total_steps, plan.eval_every
     schedule = plan.side_runs()
 
+    profile_recipe = settings.get("recipe") or config.recipe
+    other_recipe = profile_recipe != config.recipe
     missing = sorted({side for side, _, _ in schedule if str(side) not in profile["train_step"]})
-    if missing:
+    step_seconds, inferred = {}, []
+    for side in sorted({side for side, _, _ in schedule}):
+        try:
+            step_seconds[side], how = side_seconds(profile["train_step"], side)
+        except ValueError:
+            how = None
+        if how:
+            inferred.append(how)
+    beyond = [side for side in missing if side not in step_seconds]
+    if missing and (not other_recipe or beyond):
+        measured_sides = sorted(map(int, profile["train_step"]))
         raise ProfileError(
             f"profile {profile_name} has no training-step rate at side(s) "
-            f"{', '.join(map(str, missing))} px, which the {config.recipe} schedule on "
-            f"{config.system_id} trains at; " + BENCH_HINT.format(system=config.system_id))
+            f"{', '.join(map(str, beyond if other_recipe else missing))} px, which the "
+            f"{config.recipe} schedule on {config.system_id} trains at"
+            + (f" (more than {SIDE_MARGIN:.0%} outside its measured {measured_sides[0]}-"
+               f"{measured_sides[-1]} px: not inferred)" if other_recipe else "")
+            + "; " + BENCH_HINT.format(system=config.system_id))
+    # SAM: every sam_interval-th step is two passes; the profile's per-side means hold
+    # its own recipe's share of them (the bench times a multiple of sam_interval steps)
+    profile_sam = _recipe_setting(profile, "sam_interval", 0) or 0
+    sam_factor = sam_passes(config.sam_interval) / sam_passes(profile_sam)
+
+    loader_source, loader_name = ((loader_profile, loader_profile_name) if loader_profile is not None
+                                  else (profile, profile_name))
+    needed_kind, kind = config.train_loader, loader_kind(loader_source)
+    if kind != needed_kind:
+        files = (f"profile {profile_name}" + (f" with loader_profile {loader_profile_name}"
+                                             if loader_profile is not None else ""))
+        raise ProfileError(
+            f"the {config.recipe} recipe loads its training images with the {needed_kind} loader, "
+            f"but the loader figures of {loader_name} were measured with the {kind} loader "
+            f"({files}): measure the {needed_kind} loader with `{bench_command(config)}` "
+            f"and pass loader_profile=loader-{config.recipe}.json")
 
     vcpus, vcpu_source = host_vcpus(config)
     threads = max(1, min(config.workers_per_device, vcpus // config.processes_per_node))
-    loader = profile["loader"]
-    loader_rate = loader["img_per_s"] / loader["threads"] * threads * processes
+    loader = loader_source["loader"]
+    per_thread = loader["img_per_s"] / loader["threads"]
+    loader_rate = per_thread * threads * processes
     costs = loader_costs(profile, config.train_resolution)
     # the loop's own work around each step (normalising and resizing the batch, the EMA
     # update), measured per step by the bench at the smallest side
@@ -292,6 +405,12 @@ def project(config: Config, profile: dict[str, Any], profile_name: str,
     loader_probe = (profile.get("loader_setup_s") or {}).get("warm" if config.warmup else "cold")
     eval_rate = profile["eval_img_per_s"] * processes
 
+    # the step's rate of the whole system at each side, the loader's work it does not hide
+    # and the loop's own work included
+    step_rates = {side: processes * dp_efficiency / (step_seconds[side] * sam_factor
+                                                     + loader_cost_at(costs, side) + loop_per_image)
+                  for side in step_seconds}
+
     def parts_until(stop: int) -> list[Part]:
         """The run's parts when it ends after step `stop` (an evaluation step, or the budget)."""
         parts = []
@@ -300,8 +419,7 @@ def project(config: Config, profile: dict[str, Any], profile_name: str,
             if steps <= 0:
                 break
             unhidden = loader_cost_at(costs, side)
-            per_image = 1 / profile["train_step"][str(side)]["img_per_s"] + unhidden + loop_per_image
-            step_rate = processes * dp_efficiency / per_image
+            step_rate = step_rates[side]
             rate, limit = ((step_rate, "step + loader" if unhidden else "step") if step_rate <= loader_rate
                            else (loader_rate, "loader"))
             images = steps * config.global_batch_size
@@ -315,7 +433,7 @@ def project(config: Config, profile: dict[str, Any], profile_name: str,
         first_steps = 0.0 if config.warmup else sum(
             max(0.0, profile["train_step"][str(side)].get("first_step_s", 0.0)
                 - config.batch_per_device / profile["train_step"][str(side)]["img_per_s"])
-            for side, first, _ in schedule if first < stop)
+            for side, first, _ in schedule if first < stop and str(side) in profile["train_step"])
         if loader_probe:
             in_run = loader_probe["train_first_batch_s"] + loader_probe["val_first_pass_s"]
             what = ("in-run set-up: the loaders' first batch and first evaluation pass "
@@ -365,7 +483,8 @@ def project(config: Config, profile: dict[str, Any], profile_name: str,
         + ("(one process: none needed)" if processes == 1 else
            "(assumed, not measured; pass dp_efficiency= to change it)"),
         f"loader threads per process: {threads} = min(workers_per_device {config.workers_per_device}, "
-        f"{vcpu_source} / {config.processes_per_node} processes); the profile's loader ran "
+        f"{vcpu_source} / {config.processes_per_node} processes); the "
+        f"{'loader profile' if loader_profile is not None else 'profile'}'s loader ran "
         f"{loader['threads']} threads at {loader['img_per_s']:,.0f} img/s, scaled per thread",
         "the loader's work the step does not hide, per image per process: "
         + ("; ".join(f"{cost * 1e3:.3g} ms at {side} px" for side, cost in sorted(costs.items()))
@@ -391,8 +510,74 @@ def project(config: Config, profile: dict[str, Any], profile_name: str,
          f"{config.price_date or 'date not given'}" if price else
          "no price: pass price_usd_per_hour= (with price_source= and price_date=)"),
     ]
+    if other_recipe:
+        assumptions.append(
+            f"the profile's step rates were measured with recipe {profile_recipe}, the run is "
+            f"{config.recipe}: step time x {sam_factor:.4g} for SAM ({sam_passes(config.sam_interval):.4g} "
+            f"forward-backward passes a step on average, sam_interval {config.sam_interval}, over "
+            f"{sam_passes(profile_sam):.4g}, sam_interval {profile_sam}); the other step methods "
+            "(MixUp, ColOut, stochastic depth, which computes every branch in sample mode) not adjusted")
+    if inferred:
+        assumptions.append("sides the profile did not measure, inferred from the step time per image "
+                           "of the nearest measured sides: " + "; ".join(inferred))
+    augmentation = loader_source.get("augmentation_ms_per_image")
+    if loader_profile is not None:
+        lm = loader_source.get("measured") or {}
+        ls = loader_source.get("settings") or {}
+        assumptions.append(
+            f"loader figures (loader, augmentation_ms_per_image) from loader_profile {loader_profile_name}: "
+            f"measured {lm.get('date', '?')} on {lm.get('host', '?')} (device {lm.get('device_name', '?')}), "
+            f"recipe {ls.get('recipe', '?')}, the {kind} loader at {loader.get('resolution', '?')} px; the "
+            f"step, evaluation and set-up figures from {profile_name}")
+    if augmentation:
+        assumptions.append(
+            "CPU work per image of the loader, one thread (loader profile's bench): "
+            f"decode {augmentation['decode']:.3g} ms, crop + flip {augmentation['crop_flip']:.3g} ms, "
+            f"RandAugment {augmentation['randaugment']:.3g} ms, to tensor {augmentation['to_tensor']:.3g} ms "
+            f"= {augmentation['total']:.3g} ms ({1e3 / augmentation['total']:,.0f} img/s a thread at most, "
+            f"on {augmentation.get('images', '?')} images of {augmentation.get('source', 'its data set')})"
+            if augmentation["total"] > 0 else "CPU work per image of the loader: 0 ms measured")
+    if loader_profile is not None and loader.get("resolution") not in (None, config.train_resolution):
+        warnings.append(f"the loader figures were measured at {loader['resolution']} px, the run's loader "
+                        f"crops to {config.train_resolution} px: the per-thread rate scales with the "
+                        "images decoded and augmented, so the loader limit shows its shape, not its size")
+
+    summary: list[str] = []
+    if kind == "torchvision" or loader_profile is not None:
+        train_parts = [part for part in parts if part.what.startswith("train ")]
+        limited = [part for part in train_parts if part.limited_by == "loader"]
+        fastest = max(step_rates.values())
+        need = math.ceil(fastest / processes / per_thread)
+        all_vcpus = vcpus // config.processes_per_node
+        summary = [
+            f"the {kind} loader: {per_thread:,.1f} img/s per thread (measured: {loader['threads']} "
+            f"thread(s) at {loader['img_per_s']:,.1f} img/s), x {threads} threads per process x "
+            f"{processes} processes = {loader_rate:,.0f} img/s for the whole system",
+            f"the step alone: {min(step_rates.values()):,.0f} to {fastest:,.0f} img/s for the whole "
+            f"system over the sides of the run",
+            (f"loader-limited: {len(limited)} of {len(train_parts)} training parts ("
+             + ", ".join(part.what.split(',')[0].removeprefix('train ') for part in limited)
+             + f"), {sum(p.seconds for p in limited) / sum(p.seconds for p in train_parts):.0%} of the "
+             f"training time" if limited else
+             f"loader-limited: none of the {len(train_parts)} training parts (step-limited throughout)"),
+            f"threads per process to feed the step at its fastest side: {need}; this system has "
+            f"{threads} (workers_per_device {config.workers_per_device}, {all_vcpus} vCPUs per process); "
+            f"every vCPU a loader thread: {per_thread * all_vcpus * processes:,.0f} img/s",
+        ]
+        from . import published
+        rate = published.throughput_for(config.system_id, config.recipe)
+        training = sum(p.images for p in train_parts) / sum(p.seconds for p in train_parts)
+        summary.append(f"the loader limits the step at its fastest side below "
+                       f"{fastest / (threads * processes):,.1f} img/s per thread, at every side "
+                       f"below {min(step_rates.values()) / (threads * processes):,.1f} "
+                       f"({threads} threads x {processes} processes)")
+        summary.append(f"projected training {training:,.0f} img/s"
+                       + (f" against the published {rate.label} {rate.img_per_s:,.0f} img/s "
+                          f"({training / rate.img_per_s:.2f}x; were it loader-bound, "
+                          f"{rate.img_per_s / (threads * processes):,.1f} img/s per thread of "
+                          f"{threads} x {processes})" if rate else ""))
     return Projection(config.system_id, config.recipe, processes, parts, config.runs, price,
-                      assumptions, warnings, early)
+                      assumptions, warnings, early, summary)
 
 
 def format_projection(projection: Projection) -> str:
@@ -429,6 +614,8 @@ def format_projection(projection: Projection) -> str:
     if times or rate:
         lines.append("Rows marked *published* were not measured here: the figures of the write-ups "
                      "for this system, beside the projection.")
+    if p.loader_summary:
+        lines += ["", "Where the loader limits:"] + [f"- {line}" for line in p.loader_summary]
     lines += ["", "Assumptions:"] + [f"- {a}" for a in p.assumptions]
     if p.warnings:
         lines += ["", "**Warnings:**"] + [f"- {w}" for w in p.warnings]
@@ -438,6 +625,7 @@ def format_projection(projection: Projection) -> str:
 def main(words: list[str]) -> int:
     overrides = parse_overrides(words)
     profile_path = overrides.pop("profile", "")
+    loader_path = overrides.pop("loader_profile", "")
     dp = overrides.pop("dp_efficiency", None)
     config = resolve(None, overrides)
     if not profile_path:
@@ -452,5 +640,7 @@ def main(words: list[str]) -> int:
     except ValueError:
         raise ConfigError(f"dp_efficiency takes a number in (0, 1], not {dp!r}") from None
     profile = load_profile(Path(profile_path), config.system_id)
-    print(format_projection(project(config, profile, profile_path, dp_efficiency)))
+    loader_profile = load_profile(Path(loader_path), config.system_id) if loader_path else None
+    print(format_projection(project(config, profile, profile_path, dp_efficiency,
+                                    loader_profile, loader_path)))
     return 0

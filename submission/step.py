@@ -6,12 +6,16 @@ step and schedule.
 
 RunPlan: steps per epoch (FFCV's distributed order gives each rank ceil(samples /
 processes) images and drops the last incomplete batch), total and warm-up steps, the
-evaluation cadence, the learning rate and the progressive-resizing side at each step.
+evaluation cadence, the learning rate, the side trained at each step (ColOut, then
+progressive resizing) and which steps are two-pass SAM steps.
 
-RecipeStep: the model with the recipe's initialisation and BlurPool, the EMA copy, the
-decoupled SGDW optimizer, the loss, autocast and (fp16 on CUDA) a GradScaler, and the
-normaliser; calling it trains one batch at a side (normalise, downscale, forward,
-backward, update).
+RecipeStep: the model with the recipe's initialisation, BlurPool and stochastic depth,
+the EMA copy, the decoupled SGDW optimizer (inside SAM for Medium and Hot), the loss,
+autocast and (fp16 on CUDA) a GradScaler, and the normaliser; calling it trains one batch
+at a side: normalise, ColOut, downscale, MixUp, forward, backward, update. The order of
+ColOut, resizing and MixUp is Hot's `algorithms` order in Composer v0.8.0 (ColOut and
+progressive resizing at AFTER_DATALOADER, MixUp at BEFORE_FORWARD); label smoothing acts
+on the batch's own labels before MixUp mixes the targets (methods/mixup.py).
 """
 from __future__ import annotations
 
@@ -26,11 +30,15 @@ from torch import nn
 
 from .config import Config, ConfigError
 from .data.loaders import Normalizer
+from .methods.colout import colout_batch, kept_size
 from .methods.ema import EMA
 from .methods.loss import LOSSES
+from .methods.mixup import mixing_coefficient, mixup_batch, mixup_loss_fn
 from .methods.progressive_resize import resize_batch, side_at
+from .methods.sam import SAM, sync_context, update
 from .methods.schedule import lr_at
 from .methods.sgdw import DecoupledSGDW
+from .methods.stochastic_depth import apply_stochastic_depth
 from .model import model_from_config
 
 
@@ -75,9 +83,21 @@ class RunPlan:
         """Learning rate of the 0-based `step`: linear warm-up, then cosine to 0."""
         return lr_at(step, self.total_steps, self.warmup_steps, self.config.peak_lr)
 
+    @property
+    def full_side(self) -> int:
+        """The side batches train at without progressive resizing (ColOut's crop of the
+        loader's train_resolution)."""
+        return kept_size(self.config.train_resolution, self.config.colout_fraction)
+
     def side(self, step: int) -> int:
-        """Training side of the 0-based `step` (progressive resizing)."""
-        return side_at(step, self.steps_per_epoch, self.total_steps, self.config)
+        """Training side of the 0-based `step` (ColOut, then progressive resizing)."""
+        return side_at(step, self.steps_per_epoch, self.total_steps, self.config, self.full_side)
+
+    def sam_steps(self, stop: int | None = None) -> int:
+        """Two-pass SAM steps among the first `stop` steps (default: the whole budget):
+        every sam_interval-th step, counting from 1."""
+        interval = self.config.sam_interval
+        return (self.total_steps if stop is None else stop) // interval if interval else 0
 
     def side_runs(self) -> list[tuple[int, int, int]]:
         """(side, first step, steps) for each stretch of steps at one side, in order."""
@@ -132,25 +152,32 @@ def grad_scaler(config: Config, device: torch.device):
     return torch.amp.GradScaler("cuda") if fp16_on_cuda else None
 
 
-def recipe_optimizer(config: Config, model: nn.Module, device: torch.device) -> DecoupledSGDW:
-    """The recipe's SGDW at this global batch (torch's fused kernel on CUDA)."""
-    return DecoupledSGDW(model.parameters(), lr=config.peak_lr, momentum=config.momentum,
+def recipe_optimizer(config: Config, model: nn.Module, device: torch.device):
+    """The recipe's SGDW at this global batch (torch's fused kernel on CUDA), inside SAM
+    when the recipe has it."""
+    sgdw = DecoupledSGDW(model.parameters(), lr=config.peak_lr, momentum=config.momentum,
                          weight_decay=config.effective_weight_decay, fused=device.type == "cuda")
+    if config.sam_interval:
+        return SAM(sgdw, rho=config.sam_rho, epsilon=config.sam_epsilon, interval=config.sam_interval)
+    return sgdw
 
 
 def optimizer_step(net, optimizer, scaler, autocast, loss_fn, images, labels,
                    smoothing: float) -> torch.Tensor:
-    """Forward, backward and update on one batch (a GradScaler only for fp16 on CUDA)."""
+    """Forward, backward and update on one batch (a GradScaler only for fp16 on CUDA); a
+    SAM optimizer calls the forward and backward once or twice (methods/sam.py)."""
+    def forward_backward(sync: bool = True) -> torch.Tensor:
+        with sync_context(net, sync):
+            with autocast():
+                loss = loss_fn(net(images), labels.view(-1), smoothing)
+            (scaler.scale(loss) if scaler else loss).backward()
+        return loss.detach()
+
+    if isinstance(optimizer, SAM):
+        return optimizer.step(forward_backward, scaler)
     optimizer.zero_grad(set_to_none=True)
-    with autocast():
-        loss = loss_fn(net(images), labels.view(-1), smoothing)
-    if scaler:
-        scaler.scale(loss).backward()
-        scaler.step(optimizer)
-        scaler.update()
-    else:
-        loss.backward()
-        optimizer.step()
+    loss = forward_backward()
+    update(optimizer, scaler)
     return loss
 
 
@@ -169,11 +196,19 @@ class RecipeStep:
 
     def __call__(self, images: torch.Tensor, labels: torch.Tensor, side: int | None = None) -> torch.Tensor:
         """Train on one batch of uint8 images, downscaled to `side` (None: as given)."""
+        config, loss_fn = self.config, self.loss_fn
         x = self.normalize(images)
+        if config.colout_fraction:
+            x = colout_batch(x, config.colout_fraction, config.colout_fraction).contiguous(
+                memory_format=torch.channels_last)
         if side is not None:
-            x = resize_batch(x, side, self.config.resize_mode)
-        return optimizer_step(self.net, self.optimizer, self.scaler, self.autocast, self.loss_fn,
-                              x, labels, self.config.label_smoothing)
+            x = resize_batch(x, side, config.resize_mode)
+        if config.mixup_alpha:
+            mixing = mixing_coefficient(config.mixup_alpha)
+            x, partner_labels, _ = mixup_batch(x, labels.view(-1), mixing)
+            loss_fn = mixup_loss_fn(config.loss, partner_labels, mixing)
+        return optimizer_step(self.net, self.optimizer, self.scaler, self.autocast, loss_fn,
+                              x, labels, config.label_smoothing)
 
     def set_lr(self, lr: float) -> None:
         for group in self.optimizer.param_groups:
@@ -200,13 +235,20 @@ def build_step(config: Config, num_classes: int, device: torch.device, *,
     """The recipe step of `config` on `device`. ddp: the model wrapped in
     DistributedDataParallel (the process group is up). optimizer: another optimizer in
     place of the recipe's, given the model (the bench's per-method comparison)."""
-    model = model_from_config(config, num_classes).to(device)
+    model = model_from_config(config, num_classes)
+    if config.stochastic_depth_rate:
+        apply_stochastic_depth(model, config.stochastic_depth_rate, config.stochastic_depth_method,
+                               config.stochastic_depth_distribution)
+    model = model.to(device)
     ema = (EMA(model, config.ema_half_life_batches, config.ema_update_every_batches)
            if config.ema_half_life_batches > 0 else None)
     net: nn.Module = model
     if ddp:
         from torch.nn.parallel import DistributedDataParallel
-        net = DistributedDataParallel(model, device_ids=[local_rank] if device.type == "cuda" else None)
+        # block-wise stochastic depth skips whole blocks: their parameters get no gradient
+        skips_blocks = config.stochastic_depth_rate > 0 and config.stochastic_depth_method == "block"
+        net = DistributedDataParallel(model, device_ids=[local_rank] if device.type == "cuda" else None,
+                                      find_unused_parameters=skips_blocks)
     return RecipeStep(
         config=config, model=model, net=net, ema=ema,
         optimizer=optimizer(model) if optimizer else recipe_optimizer(config, model, device),

@@ -95,7 +95,8 @@ def run_description(config) -> dict:
     if not description.get("sw_notes"):
         data = ("ImageNet" if config.dataset == "imagenet" else
                 "Fashion-MNIST, scaled down (submission/embedded.yaml); not an ImageNet result")
-        description["sw_notes"] = (f"{config.recipe} recipe on {data}; {config.device_type}, "
+        description["sw_notes"] = (f"{config.recipe} recipe ({', '.join(config.methods) or 'no methods'}) "
+                                   f"on {data}; {config.device_type}, "
                                    f"{config.world_size} process(es), global batch "
                                    f"{config.global_batch_size}")
     return description

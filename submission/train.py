@@ -118,10 +118,20 @@ def run_loaders(config: Config, ctx: dist_utils.Context, seed: int, train_path: 
                 val_path: str, eval_samples: int, shard: bool):
     """The run's training and evaluation loaders; shard=False builds the same pipelines
     unsharded (the warm-up, on synthetic files of one batch)."""
-    train = loaders.train_loader(
-        train_path, config.train_resolution, config.batch_per_device, config.workers_per_device,
-        seed, ctx.device, ctx.distributed and shard, config.crop_scale_min)
     rank, world = (ctx.rank, ctx.world_size) if shard else (0, 1)
+    if config.train_loader == "torchvision":
+        from .data import torchvision_loader
+        from .methods.randaugment import RandAugment
+        augment = (RandAugment(config.randaugment_severity, config.randaugment_depth,
+                               config.randaugment_set) if config.randaugment_depth else None)
+        train = torchvision_loader.train_loader(
+            train_path, config.train_resolution, config.batch_per_device,
+            config.workers_per_device, seed, ctx.device, rank, world, config.crop_scale_min, augment)
+    else:
+        train = loaders.train_loader(
+            train_path, config.train_resolution, config.batch_per_device,
+            config.workers_per_device, seed, ctx.device, ctx.distributed and shard,
+            config.crop_scale_min)
     val = loaders.val_loader(
         val_path, config.eval_resolution, config.eval_resize,
         config.eval_batch_size or config.batch_per_device, config.workers_per_device,

@@ -98,7 +98,7 @@ def test_composer_comparison_without_composer_says_how_to_install_it(tmp_path):
 
 
 def test_method_comparison_times_each_variant_and_the_plain_loop(cache_dir):
-    from submission.bench.compare_methods import PLAIN_ROW, VARIANTS
+    from submission.bench.compare_methods import PLAIN_ROW, RECIPE_ROW, VARIANTS
     done = subprocess.run(
         [sys.executable, "-m", "submission.bench", "compare=methods", "system=cpu",
          f"cache_dir={cache_dir}", "train_limit=256", "eval_limit=64", "batch_per_device=8",
@@ -106,23 +106,24 @@ def test_method_comparison_times_each_variant_and_the_plain_loop(cache_dir):
     assert done.returncode == 0, done.stdout + done.stderr
     rows = {line.split("  ")[1].strip(): line for line in done.stdout.splitlines()
             if line.endswith("x the recipe step")}
-    assert list(rows) == [row for row, _, _ in VARIANTS] + [PLAIN_ROW]
+    # Mild: BlurPool, BCE and SGDW swapped; nothing of Medium's or Hot's to leave out
+    assert list(rows) == [RECIPE_ROW] + [row for row, *_ in VARIANTS[:3]] + [PLAIN_ROW]
     rate = {row: float(line.split()[-6]) for row, line in rows.items()}
     assert all(value > 0 for value in rate.values())
     printed = float(done.stdout.split("the recipe step is ")[1].split("x")[0])
-    assert abs(printed - rate[VARIANTS[0][0]] / rate[PLAIN_ROW]) < 0.02
+    assert abs(printed - rate[RECIPE_ROW] / rate[PLAIN_ROW]) < 0.02
     assert "best of 2 rounds of 1 steps" in done.stdout
 
 
 def test_every_method_variant_swaps_something_the_recipe_has():
-    """A misspelt key would leave a variant identical to the recipe's step, silently."""
+    """A misspelt key would leave a variant identical to the recipe's step, silently. Hot
+    has every method, so every variant must change something of it."""
     from submission.bench.compare_methods import VARIANTS
     from submission.config import resolve
-    recipe = resolve(None, {})
-    assert VARIANTS[0][1:] == ({}, "sgdw")
-    for row, changes, optimizer in VARIANTS[1:]:
+    recipe = resolve(None, {"recipe": "hot"})
+    for row, changes, optimizer, used in VARIANTS:
         assert changes or optimizer != "sgdw", f"{row} changes nothing"
-        assert optimizer in ("sgd", "sgdw")
+        assert optimizer in ("sgd", "sgdw") and used in recipe.settings
         for key, value in changes.items():
             assert key in recipe.settings, f"{row}: {key} is no setting"
             assert recipe.settings[key] != value, f"{row}: the recipe already has {key}={value}"
@@ -202,3 +203,43 @@ def test_workers_are_fitted_to_the_usable_cpus_as_a_campaign_fits_them(monkeypat
     assert "workers_per_device=1" in capsys.readouterr().out
     with pytest.raises(ConfigError, match="pass workers_per_device=1"):
         fitted(resolve("cpu", {"workers_per_device": "4"}))
+
+
+def test_timed_stretches_of_a_sam_recipe_are_whole_multiples_of_its_interval():
+    """Every sam_interval-th step is two passes: a stretch of 3 steps of Hot (interval 5)
+    would hold 0 or 1 SAM steps depending on where it starts; 5 hold exactly 1."""
+    from submission.bench.measure import sam_steps
+    from submission.config import resolve
+    hot = resolve("cpu", {"recipe": "hot", "scale_schedule_ratio": "3"})
+    assert [sam_steps(hot, n) for n in (1, 3, 5, 6, 10)] == [5, 5, 5, 10, 10]
+    assert [sam_steps(resolve("cpu", {}), n) for n in (1, 3, 10)] == [1, 3, 10]     # Mild: no SAM
+
+
+def test_bench_of_hot_measures_the_torchvision_loader_and_its_cpu_work(tmp_path, cache_dir):
+    import pytest
+    pytest.importorskip("submission.data.torchvision_loader")
+    pytest.importorskip("submission.methods.randaugment")
+    profile = tmp_path / "hot.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "submission", "bench", "system=cpu", "recipe=hot",
+         "scale_schedule_ratio=3", f"cache_dir={cache_dir}", "train_limit=256", "eval_limit=64",
+         "batch_per_device=16", "workers_per_device=1", "steps=2", "rounds=1", f"json={profile}"],
+        cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    data = json.loads(profile.read_text())
+    loader = data["loader"]
+    assert loader["kind"] == "torchvision" and loader["img_per_s"] > 0 and loader["threads"] == 1
+    assert loader["img_per_s_per_thread"] == loader["img_per_s"]
+    augmentation = data["augmentation_ms_per_image"]
+    for stage in ("decode", "crop_flip", "randaugment", "to_tensor"):
+        assert augmentation[stage] > 0, stage
+    assert augmentation["total"] == sum(augmentation[s] for s in ("decode", "crop_flip", "randaugment", "to_tensor"))
+    assert augmentation["images"] >= 100 and augmentation["threads"] == 1
+    assert "torchvision train loader alone" in done.stdout and "per loader thread:" in done.stdout
+    assert "RandAugment (depth 1, severity 10, all)" in done.stdout
+    # steps=2 is raised to 5, a multiple of sam_interval: each side's mean holds one SAM step
+    assert data["settings"]["sam_interval"] == 5 and data["measured"]["steps"] == 5
+    assert "each timed stretch is 5 steps (raised from 2, a multiple of sam_interval)" in done.stdout
+    for side in data["train_step"].values():
+        assert side["timed_steps"] == 5 and side["sam_steps"] == 1 and side["img_per_s"] > 0
+    assert "(mean of 5 steps, 1 of them SAM)" in done.stdout

@@ -11,6 +11,7 @@ from torch import nn
 from torchvision.models.resnet import Bottleneck
 
 from submission.methods import colout, loss, mixup, sam, sgdw, stochastic_depth
+from submission.step import optimizer_step
 
 
 # --------------------------------------------------------------------------- MixUp
@@ -245,15 +246,15 @@ class RecordingNet(nn.Module):
         return _Ctx()
 
 
-def test_sam_optimizer_step_runs_the_first_pass_under_no_sync():
+def test_the_recipe_step_runs_the_first_sam_pass_under_no_sync():
     model = tiny_model()
     net = RecordingNet(model)
     opt = sam.SAM(torch.optim.SGD(model.parameters(), lr=0.1), rho=0.5, interval=2)
     loss_fn = lambda out, labels, smoothing: 0.5 * ((out - Y) ** 2).sum() / out.shape[0]  # noqa: E731
     import contextlib
     for _ in range(2):
-        sam.sam_optimizer_step(net, opt, None, contextlib.nullcontext, loss_fn, X,
-                               torch.zeros(4, dtype=torch.long), 0.0)
+        optimizer_step(net, opt, None, contextlib.nullcontext, loss_fn, X,
+                       torch.zeros(4, dtype=torch.long), 0.0)
     assert net.calls == [False, True, False]          # plain; SAM: unsynced, then synced
 
 
@@ -400,6 +401,7 @@ import torch, torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from submission.methods import sam
+from submission.step import optimizer_step
 rank, init_file, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 dist.init_process_group("gloo", init_method="file://" + init_file, rank=rank, world_size=2)
 X, Y = torch.tensor(%r), torch.tensor(%r)
@@ -409,8 +411,8 @@ net = DistributedDataParallel(model)
 x, y = X[2 * rank:2 * rank + 2], Y[2 * rank:2 * rank + 2]       # each rank its own half
 loss_fn = lambda o, labels, s: 0.5 * ((o - y) ** 2).sum() / o.shape[0]
 opt = sam.SAM(torch.optim.SGD(model.parameters(), lr=0.1), rho=0.5, interval=1)
-sam.sam_optimizer_step(net, opt, None, contextlib.nullcontext, loss_fn, x,
-                       torch.zeros(2, dtype=torch.long), 0.0)
+optimizer_step(net, opt, None, contextlib.nullcontext, loss_fn, x,
+               torch.zeros(2, dtype=torch.long), 0.0)
 torch.save(model.state_dict(), out)
 os._exit(0)        # skips a slow interpreter teardown
 """ % (X.tolist(), Y.tolist())

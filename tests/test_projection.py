@@ -299,3 +299,131 @@ def test_every_cloud_system_projects_finite_minutes_from_the_shipped_h100_profil
     assert 10 < result.run_minutes < 60
     assert 10_000 < result.training_img_per_s < 40_000
     assert any("vCPUs" in line for line in result.assumptions)
+
+
+# --- a CPU-bound recipe: Hot's torchvision loader, SAM and sides a Mild profile lacks -------
+H100_SIDES = [88, 96, 104, 112, 116, 124, 132, 140, 148, 156, 164, 172, 176]
+
+
+def _gpu_mild(sides=H100_SIDES, **changes):
+    """A Mild profile of one GPU: FFCV's loader, step rates with the area of the side."""
+    profile = _profile(sides, lambda side: 1000.0 * (176 / side) ** 2, eval_rate=3000.0,
+                       system="local", batch=256, device="cuda", loader=4000.0, threads=12)
+    profile["settings"].update(precision="amp", train_resolution=176, eval_resolution=224, **changes)
+    return profile
+
+
+def _torchvision_loader(per_thread=160.0, threads=2):
+    """A bench of recipe=hot on a CPU host: its torchvision loader and the augmentation."""
+    profile = _profile([16, 20, 24, 28, 30], 5.0, loader=per_thread * threads, threads=threads)
+    profile["settings"].update(recipe="hot", sam_interval=5, train_loader="torchvision")
+    profile["loader"].update(kind="torchvision", resolution=176)
+    profile["measured"].update(date="2026-11-24", host="cpu host, 2 vCPUs")
+    profile["augmentation_ms_per_image"] = {"decode": 0.5, "crop_flip": 1.0, "randaugment": 3.0,
+                                            "to_tensor": 0.25, "total": 4.75, "images": 300}
+    return profile
+
+
+def _hot(system, **overrides):
+    return config_module.resolve(system, {"recipe": "hot", "scale_schedule_ratio": "3",
+                                          **{k: str(v) for k, v in overrides.items()}})
+
+
+def test_hot_is_loader_limited_with_few_vcpus_and_step_limited_with_many():
+    """160 img/s a loader thread: p4d's 96 vCPUs give 12 threads to each of its 8 GPUs
+    (1,920 img/s, below the step's 2,323 at 100 px), BM.GPU4.8's 128 give 16 (2,560)."""
+    loader = _torchvision_loader(per_thread=160.0)
+    p4d = projection.project(_hot("p4d", workers_per_device=16), _gpu_mild(), "gpu.json",
+                             loader_profile=loader, loader_profile_name="cpu-hot.json")
+    bm = projection.project(_hot("bm-gpu4", workers_per_device=16), _gpu_mild(), "gpu.json",
+                            loader_profile=loader, loader_profile_name="cpu-hot.json")
+    p4d_train = [p for p in p4d.parts if p.what.startswith("train ")]
+    bm_train = [p for p in bm.parts if p.what.startswith("train ")]
+    assert any(p.limited_by == "loader" for p in p4d_train)
+    assert all(p.img_per_s == pytest.approx(160.0 * 12 * 8) for p in p4d_train if p.limited_by == "loader")
+    assert all(p.limited_by == "step" for p in bm_train)
+    assert bm.training_img_per_s > p4d.training_img_per_s
+    p4d_text, bm_text = projection.format_projection(p4d), projection.format_projection(bm)
+    assert "Where the loader limits:" in p4d_text and "x 12 threads per process x 8 processes" in p4d_text
+    assert "loader-limited: none of the" in bm_text and "x 16 threads per process" in bm_text
+    assert "against the published Hot 9,225 img/s" in p4d_text
+    assert "against the published Hot 14,388 img/s" in bm_text
+    assert "| *published* Hot training throughput" in p4d_text and "| 9,225 |" in p4d_text
+    assert "from loader_profile cpu-hot.json: measured 2026-11-24 on cpu host, 2 vCPUs" in p4d_text
+    assert "RandAugment 3 ms" in p4d_text and "= 4.75 ms" in p4d_text
+    # the same loader with the recipe's own 8 workers: loader-limited on both
+    default = projection.project(_hot("bm-gpu4"), _gpu_mild(), "gpu.json", loader_profile=loader,
+                                 loader_profile_name="cpu-hot.json")
+    assert any(p.limited_by == "loader" for p in default.parts)
+
+
+def test_sam_passes_scale_the_step_time_of_another_recipes_profile():
+    """Hot's SAM every 5th step: 1.2 passes a step; a Mild profile's step times x 1.2, a
+    Medium one's (1 in 10) x 1.2 / 1.1, a Hot one's as measured."""
+    config = _hot("bm-gpu4", workers_per_device=16)
+    sides = sorted(set(RunPlan.of(config, 1_281_167).sides()))
+    fast_loader = _torchvision_loader(per_thread=1e6)
+
+    def training_s(**settings):
+        result = projection.project(config, _gpu_mild(sides, **settings), "gpu.json",
+                                    loader_profile=fast_loader, loader_profile_name="l.json")
+        assert all(p.limited_by == "step" for p in result.parts if p.what.startswith("train "))
+        return sum(p.seconds for p in result.parts if p.what.startswith("train ")), result
+
+    mild, result = training_s()
+    hot, _ = training_s(recipe="hot", sam_interval=5)
+    medium, _ = training_s(recipe="medium", sam_interval=10)
+    assert mild / hot == pytest.approx(1.2)
+    assert medium / hot == pytest.approx(1.2 / 1.1)
+    assert any("step time x 1.2 for SAM" in line for line in result.assumptions)
+
+
+def test_sides_a_mild_profile_lacks_are_interpolated_between_their_neighbours():
+    loader = _torchvision_loader(per_thread=1e6)
+    result = projection.project(_hot("p4d"), _gpu_mild(), "gpu.json", loader_profile=loader,
+                                loader_profile_name="l.json")
+    per_side = {int(p.what.split()[1]): p.img_per_s for p in result.parts if p.what.startswith("train ")}
+    assert 100 in per_side and 167 in per_side
+
+    def rate(side):          # the profile's per-process rate as projected: 8 GPUs, 0.9, SAM
+        return 1000.0 * (176 / side) ** 2 * 8 * 0.9 / 1.2
+
+    for side, (low, high) in {100: (96, 104), 108: (104, 112), 120: (116, 124), 167: (164, 172)}.items():
+        assert rate(high) < per_side[side] < rate(low), side
+    assert per_side[104] == pytest.approx(rate(104))                # measured: as measured
+    text = projection.format_projection(result)
+    assert "167 px between 164 and 172 px, linear in the area" in text
+    # 100 and 104 px are more than 10% below a profile measured from 120 px: not inferred (108 is 10%)
+    with pytest.raises(projection.ProfileError, match=r"side\(s\) 100, 104 px, .*more than 10% outside its measured 120-176 px"):
+        projection.project(_hot("p4d"), _gpu_mild([120, 140, 176]), "gpu.json",
+                           loader_profile=loader, loader_profile_name="l.json")
+
+
+def test_a_loader_of_the_wrong_kind_is_refused_naming_both_files_and_the_bench(tmp_path, capsys):
+    gpu, cpu = tmp_path / "gpu.json", tmp_path / "cpu-mild.json"
+    gpu.write_text(json.dumps(_gpu_mild()))
+    cpu.write_text(json.dumps(_gpu_mild()))          # an FFCV loader: Mild's
+    assert cli_main(["project", "system=p4d", "recipe=hot", "scale_schedule_ratio=3",
+                     f"profile={gpu}", f"loader_profile={cpu}"]) == 2
+    err = capsys.readouterr().err
+    assert "the hot recipe loads its training images with the torchvision loader" in err
+    assert f"the loader figures of {cpu} were measured with the ffcv loader" in err
+    assert f"profile {gpu} with loader_profile {cpu}" in err
+    assert ("`python -m submission bench recipe=hot scale_schedule_ratio=3 json=loader-hot.json`"
+            in err)
+    # without loader_profile, the GPU profile's own FFCV loader is refused the same way
+    assert cli_main(["project", "system=p4d", "recipe=hot", "scale_schedule_ratio=3",
+                     f"profile={gpu}"]) == 2
+    assert "measured with the ffcv loader" in capsys.readouterr().err
+    # the reverse: a torchvision loader for Mild, which loads with FFCV
+    cpu.write_text(json.dumps(_torchvision_loader()))
+    assert cli_main(["project", "system=p4d", f"profile={gpu}", f"loader_profile={cpu}"]) == 2
+    err = capsys.readouterr().err
+    assert "the mild recipe loads its training images with the ffcv loader" in err
+    assert "`python -m submission bench recipe=mild json=loader-mild.json`" in err
+    # the right kind projects, and says where the loader figures come from
+    cpu.write_text(json.dumps(_torchvision_loader()))
+    assert cli_main(["project", "system=p4d", "recipe=hot", "scale_schedule_ratio=3",
+                     f"profile={gpu}", f"loader_profile={cpu}"]) == 0
+    out = capsys.readouterr().out
+    assert f"from loader_profile {cpu}" in out and "Where the loader limits:" in out

@@ -3,9 +3,12 @@
     python -m submission bench compare=methods [system=...] [key=value ...] [steps=N] [rounds=R]
 
 The recipe's step (BlurPool, BCE with label smoothing, DecoupledSGDW, at the recipe's
-initialisation) is timed beside the same step with one method replaced by what a plain
-torchvision loop uses, and beside the plain loop itself (the main bench's row), all at full
-size on the same synthetic batches. A variant that runs faster than the recipe's step by
+initialisation; with Medium and Hot also MixUp and SAM, stochastic depth and ColOut) is
+timed beside the same step with one method replaced by what a plain torchvision loop uses
+(or left out, for the methods a plain loop has no counterpart of), and beside the plain
+loop itself (the main bench's row), all at full size on the same synthetic batches. SAM's
+share is only right when each round's `steps` is a multiple of its interval (steps=10
+for Medium's every 10th step and Hot's every 5th). A variant that runs faster than the recipe's step by
 some share is what that method costs; the plain loop's lead is the whole gap (issue 9's
 target: the recipe's step at 0.95x the plain loop or better). The EMA update is not in
 the step: the main bench prints its cost beside the loop's other work.
@@ -19,37 +22,49 @@ import functools
 import torch
 
 from ..data import loaders
+from ..methods.sam import SAM
 from ..step import build_step
 from .measure import plain_loop
 from .timing import bench_device, in_turns, synthetic_batch
 
 WARM_UP_STEPS = 3                 # first steps allocate and pick kernels: not timed
 
-# (row, settings changed, optimizer): one method swapped for the plain loop's in each
+RECIPE_ROW = "the recipe's step"
+# (row, settings changed, optimizer, the setting that says the recipe has the method):
+# one method swapped for the plain loop's, or left out, in each
 VARIANTS = (
-    ("recipe step (BlurPool, BCE, DecoupledSGDW)", {}, "sgdw"),
-    ("without BlurPool", {"blurpool": False}, "sgdw"),
-    ("cross-entropy instead of BCE", {"loss": "cross_entropy"}, "sgdw"),
-    ("torch.optim.SGD instead of DecoupledSGDW", {}, "sgd"),
+    ("without BlurPool", {"blurpool": False}, "sgdw", "blurpool"),
+    ("cross-entropy instead of BCE", {"loss": "cross_entropy"}, "sgdw", "loss"),
+    ("torch.optim.SGD instead of DecoupledSGDW", {}, "sgd", "optimizer"),
+    ("without MixUp", {"mixup_alpha": 0.0}, "sgdw", "mixup_alpha"),
+    ("without SAM", {"sam_interval": 0}, "sgdw", "sam_interval"),
+    ("without stochastic depth", {"stochastic_depth_rate": 0.0}, "sgdw", "stochastic_depth_rate"),
+    ("without ColOut", {"colout_fraction": 0.0}, "sgdw", "colout_fraction"),
 )
 PLAIN_ROW = "plain torchvision loop (CE, SGD)"
 
 
 def _coupled_sgd(config):
     """torch.optim.SGD as the plain loop uses it: torch's default implementation, the
-    weight decay coupled to the gradient."""
-    return lambda model: torch.optim.SGD(model.parameters(), lr=config.peak_lr,
-                                         momentum=config.momentum,
-                                         weight_decay=config.effective_weight_decay)
+    weight decay coupled to the gradient (inside SAM when the recipe has it)."""
+    def optimizer(model):
+        sgd = torch.optim.SGD(model.parameters(), lr=config.peak_lr, momentum=config.momentum,
+                              weight_decay=config.effective_weight_decay)
+        if not config.sam_interval:
+            return sgd
+        return SAM(sgd, rho=config.sam_rho, epsilon=config.sam_epsilon, interval=config.sam_interval)
+    return optimizer
 
 
 def comparison(config, classes: int, steps: int, rounds: int) -> dict:
     """{row: img/s} for every variant and the plain loop, each its best of `rounds`."""
     device = bench_device(config)
     normalize = loaders.Normalizer(device)
-    steps_of = {}
-    for row, changes, optimizer in VARIANTS:
-        changed = config.replaced(changes, f"bench compare=methods: {row}") if changes else config
+    steps_of = {RECIPE_ROW: build_step(config, classes, device)}
+    for row, changes, optimizer, used in VARIANTS:
+        if config.settings[used] in (False, 0, 0.0, "cross_entropy"):
+            continue                  # the recipe does not have this method
+        changed = config.replaced(changes, f"bench compare=methods: {row}")
         steps_of[row] = build_step(changed, classes, device,
                                    optimizer=_coupled_sgd(changed) if optimizer == "sgd" else None)
     steps_of[PLAIN_ROW] = plain_loop(config, classes, device, normalize)
@@ -60,14 +75,15 @@ def comparison(config, classes: int, steps: int, rounds: int) -> dict:
 
 
 def header(config, steps: int, rounds: int) -> str:
-    return (f"the recipe's step with one method swapped for the plain loop's: batch "
+    return (f"the {config.recipe} recipe's step ({', '.join(config.methods)}) with one method "
+            f"swapped for the plain loop's or left out: batch "
             f"{config.batch_per_device}, {config.train_resolution} px, {config.precision}"
             + (f" ({config.amp_dtype})" if config.precision == "amp" else "")
             + f", {config.device_type}; best of {rounds} rounds of {steps} steps, taken in turn\n")
 
 
 def table(figures: dict) -> str:
-    recipe = figures[VARIANTS[0][0]]
+    recipe = figures[RECIPE_ROW]
     lines = [f"  {row:<44} {rate:10.1f} img/s   {rate / recipe:5.2f}x the recipe step"
              for row, rate in figures.items()]
     lines += ["", f"  the recipe step is {recipe / figures[PLAIN_ROW]:.2f}x the plain loop"]

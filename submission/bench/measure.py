@@ -16,9 +16,14 @@ Rows, in the order they are measured:
     with the eager one;
   - MFU: FLOPs of forward+backward counted with torch.utils.flop_counter at full size,
     over a matmul peak measured on the same device and dtype in the same run;
-  - the FFCV train loader alone, the step fed by the loader (in turns with the synthetic
-    step, at full size and at the smallest side: what the loader costs the step), and
-    evaluation through the loader.
+  - the run's train loader alone (FFCV's, or torchvision's with its rate per thread), the
+    step fed by the loader (in turns with the synthetic step, at full size and at the
+    smallest side: what the loader costs the step), and evaluation through the loader;
+  - with train_loader=torchvision: the CPU work per image of its transforms, on one thread
+    over a few hundred images of the run's .beton (decode, crop + flip, RandAugment, to
+    tensor): what a CPU-bound recipe's loader costs per image.
+With SAM (sam_interval N), every timed stretch is a multiple of N steps, so each mean holds
+the recipe's share of two-pass SAM steps.
 Ratios between rows survive a noisy machine better than absolute figures.
 """
 from __future__ import annotations
@@ -26,6 +31,7 @@ from __future__ import annotations
 import datetime
 import platform
 import time
+from pathlib import Path
 
 import torch
 import torchvision
@@ -39,7 +45,8 @@ from ..step import RunPlan, autocast_for, build_step, grad_scaler, optimizer_ste
 from ..system_description import fill_from_host
 from ..train import run_loaders
 from ..warmup import compiled, warm_up_loaders
-from .timing import first_call, in_turns, loader_alone, matmul_peak, synthetic_batch, sync, timed
+from .timing import (finish, first_call, in_turns, loader_alone, matmul_peak, synthetic_batch, sync,
+                     timed)
 
 PROFILE_SCHEMA = 1
 
@@ -92,7 +99,7 @@ def _loader_setup_child(config_dict: dict, data_dict: dict, warm: bool) -> dict:
     next(batches)
     sync(device)
     figures["train_first_batch_s"] = time.perf_counter() - start
-    loaders.finish(batches)
+    finish(batches)
     start = time.perf_counter()
     for _ in val:
         pass
@@ -128,13 +135,25 @@ def header(config, steps: int) -> str:
             f"{config.workers_per_device} loader workers, {steps} timed steps")
 
 
+def sam_steps(config, steps: int) -> int:
+    """`steps` rounded up to a multiple of sam_interval: a stretch of timed steps then holds
+    the recipe's share of two-pass SAM steps whichever step it starts at."""
+    interval = config.sam_interval
+    return -(-steps // interval) * interval if interval else steps
+
+
 def measure(config, device: torch.device, steps: int, rounds: int) -> dict:
     """Every figure of the main bench, each section printed as soon as it is measured."""
+    asked, steps = steps, sam_steps(config, steps)
     say(header(config, steps))
+    if config.sam_interval:
+        say(f"  SAM every {config.sam_interval}th step: each timed stretch is {steps} steps "
+            f"({'raised from ' + str(asked) + ', ' if steps != asked else ''}a multiple of "
+            f"sam_interval), {steps // config.sam_interval} of them two-pass SAM steps, in every mean")
     data = prepare(config)
     plan = RunPlan.of(config, data.train_samples)
     classes, batch, res = data.num_classes, config.batch_per_device, config.train_resolution
-    figures: dict = {}
+    figures: dict = {"timed_steps": steps}
 
     say("\n  the run's loaders after run_start, in a fresh process (two processes, one after "
         "the other)...")
@@ -172,7 +191,11 @@ def measure(config, device: torch.device, steps: int, rounds: int) -> dict:
         first = first_call(lambda: step(*synthetic), device)
         sizes[side] = {"first_step_s": first,
                        "img_per_s": batch / timed(lambda: step(*synthetic), steps, device, 1)}
-        say(f"  {side:>5} px  {first:7.2f} s  {sizes[side]['img_per_s']:10.1f} img/s")
+        if config.sam_interval:
+            sizes[side].update(timed_steps=steps, sam_steps=steps // config.sam_interval)
+        say(f"  {side:>5} px  {first:7.2f} s  {sizes[side]['img_per_s']:10.1f} img/s"
+            + (f"  (mean of {steps} steps, {steps // config.sam_interval} of them SAM)"
+               if config.sam_interval else ""))
     figures["sizes"] = sizes
 
     # the loop's own work around a step at the smallest side: normalising the loader's
@@ -248,10 +271,17 @@ def _loader_rows(config, step, data, device, steps: int, rounds: int, full, smal
                                            data.train_path, data.val_path, data.eval_samples,
                                            shard=True)
     figures["loader"], figures["loader_epoch_start"] = loader_alone(train_loader, steps * 3, device)
-    say("\n" + _row("FFCV train loader alone", figures["loader"], base))
+    torchvision_loader = config.train_loader == "torchvision"
+    say("\n" + _row(f"{'torchvision' if torchvision_loader else 'FFCV'} train loader alone",
+                    figures["loader"], base))
+    if torchvision_loader:
+        say(f"  per loader thread: {figures['loader'] / config.workers_per_device:.1f} img/s "
+            f"({config.workers_per_device} DataLoader worker(s))")
     say(f"  the loader alone is timed inside epochs; each epoch's start costs "
         f"{figures['loader_epoch_start']:.2f} s more than a steady batch (threads started, "
         "pipeline filled)")
+    if torchvision_loader:
+        figures["augmentation"] = augmentation_cost(config, data)
     # the step fed by the loader in turns with the synthetic step, best round of each: their
     # difference is the loader's work the step does not hide (project's loader cost); at
     # full size, then at the smallest side, resized as the loop does (a launch-bound step
@@ -266,8 +296,9 @@ def _loader_rows(config, step, data, device, steps: int, rounds: int, full, smal
             # turn, which a live loader thread would slow too (loaders.to_device); the
             # warm-up takes the epoch's start and the batches the loader makes ahead
             stream = loaders.cycle(train_loader)
+            ahead = getattr(train_loader, "batches_ahead", 2 * config.workers_per_device)
             fed.append(batch / timed(lambda: step(*next(stream), side), steps, device,
-                                     warmup=train_loader.batches_ahead + 2))
+                                     warmup=ahead + 2))
             stream.close()
             synthetic.append(batch / timed(lambda: step(*full, side), steps, device))
         v = figures["fed"][side] = {"fed_img_per_s": max(fed), "synthetic_img_per_s": max(synthetic)}
@@ -294,6 +325,61 @@ def _loader_rows(config, step, data, device, steps: int, rounds: int, full, smal
     return figures
 
 
+AUGMENTATION_IMAGES = 300
+
+
+def augmentation_cost(config, data, images: int = AUGMENTATION_IMAGES) -> dict:
+    """ms per image of the torchvision loader's CPU work, in this process on one thread,
+    over `images` images of the run's training .beton (cycled when it holds fewer): decode
+    (torchvision_loader.BetonImages), crop + flip (RandomResizedCrop, flip), RandAugment,
+    to tensor (the transforms of torchvision_loader.image_transform, each timed alone)."""
+    from ..data import torchvision_loader
+    from ..methods.randaugment import RandAugment
+
+    augment = (RandAugment(config.randaugment_severity, config.randaugment_depth,
+                           config.randaugment_set) if config.randaugment_depth else None)
+    transforms = list(getattr(torchvision_loader.image_transform(
+        config.train_resolution, config.crop_scale_min, augment), "transforms"))
+    at = next((i for i, t in enumerate(transforms) if augment is not None and t is augment), None)
+    if at is None:   # no RandAugment, or wrapped: by name; else everything but the last is the crop
+        at = next((i for i, t in enumerate(transforms) if "randaug" in type(t).__name__.lower()), None)
+    crop = transforms[:at] if at is not None else transforms[:-1]
+    randaugment = [transforms[at]] if at is not None else []
+    to_tensor = transforms[at + 1:] if at is not None else transforms[-1:]
+    source = torchvision_loader.BetonImages(data.train_path)
+    count = len(source)
+    seconds = dict.fromkeys(("decode", "crop_flip", "randaugment", "to_tensor"), 0.0)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for i in range(images):
+            start = time.perf_counter()
+            image, _ = source[i % count]
+            now = time.perf_counter()
+            seconds["decode"] += now - start
+            for name, stage in (("crop_flip", crop), ("randaugment", randaugment), ("to_tensor", to_tensor)):
+                start = now
+                for transform in stage:
+                    image = transform(image)
+                now = time.perf_counter()
+                seconds[name] += now - start
+    finally:
+        torch.set_num_threads(threads)
+    figures = {name: value / images * 1e3 for name, value in seconds.items()}
+    figures["total"] = sum(figures.values())
+    figures.update(images=images, threads=1, resolution=config.train_resolution,
+                   source=f"{Path(str(data.train_path)).name} ({count} images)")
+    say(f"\n  the torchvision loader's CPU work per image, one thread, {images} images of the run's "
+        ".beton (ms per image):")
+    for name, label in (("decode", "decode (BetonImages)"), ("crop_flip", "random resized crop + flip"),
+                        ("randaugment", f"RandAugment (depth {config.randaugment_depth}, severity "
+                                        f"{config.randaugment_severity}, {config.randaugment_set})"),
+                        ("to_tensor", "to tensor"), ("total", "total")):
+        say(f"  {label:<54}{figures[name]:8.3f} ms")
+    say(f"  = at most {1e3 / figures['total']:.0f} img/s per thread from the transforms alone")
+    return figures
+
+
 def profile(config, figures: dict, steps: int, rounds: int) -> dict:
     """The profile JSON that `python -m submission project` reads (schema 1)."""
     host = fill_from_host({"host_processor_model_name": "", "host_processor_vcpu_count": ""})
@@ -305,7 +391,7 @@ def profile(config, figures: dict, steps: int, rounds: int) -> dict:
                      "host": f"{host['host_processor_model_name']}, {host['host_processor_vcpu_count']} vCPUs",
                      "device": config.device_type, "device_name": device_name,
                      "torch": torch.__version__, "python": platform.python_version(),
-                     "steps": steps, "rounds": rounds},
+                     "steps": figures.get("timed_steps", steps), "rounds": rounds},
         "settings": {"system": config.system_id, "recipe": config.recipe,
                      "batch_per_device": config.batch_per_device, "precision": config.precision,
                      "amp_dtype": config.amp_dtype, "workers_per_device": config.workers_per_device,
@@ -313,12 +399,16 @@ def profile(config, figures: dict, steps: int, rounds: int) -> dict:
                      "compile_dynamic": config.compile_dynamic,
                      "cudnn_benchmark": config.cudnn_benchmark,
                      "train_resolution": config.train_resolution,
-                     "eval_resolution": config.eval_resolution},
+                     "eval_resolution": config.eval_resolution,
+                     "train_loader": config.train_loader, "sam_interval": config.sam_interval},
         "train_step": {str(side): v for side, v in figures["sizes"].items()},
         "eval_img_per_s": figures["eval"],
         "eval_forward_img_per_s": figures["eval_forward"],
         "loader": {"img_per_s": figures["loader"], "threads": config.workers_per_device,
-                   "resolution": config.train_resolution, "epoch_start_s": figures["loader_epoch_start"]},
+                   "resolution": config.train_resolution, "epoch_start_s": figures["loader_epoch_start"],
+                   "kind": config.train_loader,
+                   "img_per_s_per_thread": figures["loader"] / config.workers_per_device},
+        **({"augmentation_ms_per_image": figures["augmentation"]} if "augmentation" in figures else {}),
         "setup_s": {"first_eval_extra": max(0.0, 1 / figures["eval_first"] - 1 / figures["eval"])},
         "plain_loop_img_per_s": figures["plain_loop"],
         "step_img_per_s": figures["step"],

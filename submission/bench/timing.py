@@ -53,8 +53,19 @@ def in_turns(steps_of: dict, images_per_call: int, calls: int, rounds: int, devi
     return best
 
 
+def finish(epoch) -> None:
+    """Stop an epoch iterator left before its end: FFCV's thread (loaders.finish); a
+    torchvision DataLoader's workers (its iterator's shutdown, or a generator's close)."""
+    if hasattr(epoch, "is_alive"):
+        loaders.finish(epoch)
+    elif hasattr(epoch, "_shutdown_workers"):
+        epoch._shutdown_workers()
+    elif hasattr(epoch, "close"):
+        epoch.close()
+
+
 def loader_alone(loader, batches: int, device: torch.device, restarts: int = 3) -> tuple[float, float | None]:
-    """The FFCV loader alone: its steady img/s inside an epoch, and the seconds an epoch's
+    """The train loader alone (FFCV's or torchvision's): its steady img/s inside an epoch, and the seconds an epoch's
     start adds over a steady batch (FFCV starts its threads and fills its pipeline again;
     a run pays it once an epoch). Each epoch's first batch is left out of the steady rate,
     so a small data set, whose epochs are a few batches long, is measured as a large
@@ -78,7 +89,7 @@ def loader_alone(loader, batches: int, device: torch.device, restarts: int = 3) 
                 if steady_batches >= batches:
                     break
         finally:
-            loaders.finish(epoch)
+            finish(epoch)
             sync(device)
     rate, later_starts = images / steady_s, starts[1:]
     if not later_starts:

@@ -105,8 +105,13 @@ def finish(batches) -> None:
 def one_epoch(loader):
     """The batches of one epoch of `loader`; a loop that leaves early (target reached, an
     exception) drops the generator, and CPython's reference counting then runs `finish`
-    at once, before the process can exit."""
+    at once, before the process can exit. A loader other than FFCV's (torchvision_loader)
+    needs no such care: its batches are just iterated."""
+    from ffcv.loader.epoch_iterator import EpochIterator
     batches = iter(loader)
+    if not isinstance(batches, EpochIterator):
+        yield from batches
+        return
     try:
         yield from batches
     finally:

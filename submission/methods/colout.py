@@ -14,13 +14,17 @@ from __future__ import annotations
 import torch
 
 
+def kept_size(size: int, drop_fraction: float) -> int:
+    """Rows (or columns) left of `size` once ColOut drops `drop_fraction` of them."""
+    return int((1.0 - drop_fraction) * size)
+
+
 def kept_indices(size: int, drop_fraction: float,
                  generator: torch.Generator | None = None) -> torch.Tensor:
     """The sorted indices kept along an axis of `size`: int((1 - p) * size) of them."""
     if not 0.0 <= drop_fraction <= 1.0:
         raise ValueError(f"drop fraction must be in [0, 1], got {drop_fraction}")
-    kept = int((1.0 - drop_fraction) * size)
-    return torch.randperm(size, generator=generator)[:kept].sort().values
+    return torch.randperm(size, generator=generator)[:kept_size(size, drop_fraction)].sort().values
 
 
 def colout_batch(images: torch.Tensor, p_row: float = 0.05, p_col: float = 0.05,

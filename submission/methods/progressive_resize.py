@@ -33,14 +33,20 @@ def training_progress(step: int, steps_per_epoch: int, total_steps: int, granula
     return step / total_steps
 
 
-def side_at(step: int, steps_per_epoch: int, total_steps: int, config) -> int:
-    """Training side at `step` under the resolved configuration's resize schedule."""
+def side_at(step: int, steps_per_epoch: int, total_steps: int, config,
+            full_side: int | None = None) -> int:
+    """Training side at `step` under the resolved configuration's resize schedule, for
+    batches that come to it at `full_side` (default train_resolution; Hot's ColOut crops
+    them first). Batches are only ever scaled down: Composer v0.8.0 skips a scale factor
+    that the rounding to a multiple takes to 1 or above (progressive_resizing.py L73,
+    L225-227), so a 167 px batch stays 167 px at the end, not 168."""
+    full_side = full_side or config.train_resolution
     if not config.progressive_resize:
-        return config.train_resolution
+        return full_side
     progress = training_progress(step, steps_per_epoch, total_steps, config.resize_granularity)
     scale = resize_scale(progress, config.resize_initial_scale, config.resize_start_fraction,
                          config.resize_finish_fraction)
-    return scaled_side(config.train_resolution, scale, config.resize_multiple)
+    return min(full_side, scaled_side(full_side, scale, config.resize_multiple))
 
 
 def resize_batch(images: torch.Tensor, side: int, mode: str = "nearest") -> torch.Tensor:

@@ -41,8 +41,9 @@ gradient used for the ascent (and its norm) is each rank's own, never all-reduce
 GPU ascends to its own w + e (per-device "m-sharpness", as in the SAM paper). The second
 closure uses the default `ddp_sync=True`: the gradient at w + e is all-reduced as in any
 step (the gradients were zeroed in between, so the reduction is of g' alone), and every
-rank takes the same base step from the same w. `sam_optimizer_step` does the same with a
-DDP-wrapped `net`: first pass under `net.no_sync()`, second pass synchronised.
+rank takes the same base step from the same w. The closure of submission.step's
+`optimizer_step` does the same with a DDP-wrapped net: `closure(False)` runs under
+`net.no_sync()` (`sync_context`).
 
 Composer quirk not kept: its SAMOptimizer tests the closure's loss for truth (`if
 loss:`), so a loss of exactly 0 also skipped the update.
@@ -94,17 +95,10 @@ class SAM:
                 return self._sam_step(closure, scaler)
             self.zero_grad()
             loss = closure(True)
-            self._base_step(scaler)
+            update(self.base, scaler)
             return loss
         finally:
             self.steps += 1
-
-    def _base_step(self, scaler) -> None:
-        if scaler is not None:
-            scaler.step(self.base)
-            scaler.update()
-        else:
-            self.base.step()
 
     @torch.no_grad()
     def _sam_step(self, closure, scaler) -> torch.Tensor:
@@ -118,7 +112,7 @@ class SAM:
         if scaler is not None and _any_rank(not torch.isfinite(norm).item(), norm.device):
             # overflow in the first pass: no ascent, no update; the scaler sees the inf
             # gradients, skips the base step and backs the scale off
-            self._base_step(scaler)
+            update(self.base, scaler)
             return loss
         factor = self.rho * inv_scale / (norm + self.epsilon)
         ascent: list[tuple[torch.Tensor, torch.Tensor]] = []
@@ -133,8 +127,18 @@ class SAM:
             closure(True)                                  # all-reduced gradient at w + e
         for p, e in ascent:
             p.sub_(e)                                      # back to w, keeping that gradient
-        self._base_step(scaler)
+        update(self.base, scaler)
         return loss
+
+
+def update(optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None) -> None:
+    """The optimizer's step on the gradients in place, through the GradScaler when there is
+    one (which skips it, and backs the scale off, when they hold an inf or a NaN)."""
+    if scaler is not None:
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        optimizer.step()
 
 
 def _any_rank(flag: bool, device: torch.device) -> bool:
@@ -151,16 +155,3 @@ def sync_context(net: torch.nn.Module, sync: bool) -> contextlib.AbstractContext
     if not sync and hasattr(net, "no_sync"):
         return net.no_sync()
     return contextlib.nullcontext()
-
-
-def sam_optimizer_step(net, sam: SAM, scaler, autocast, loss_fn, images, labels,
-                       smoothing: float) -> torch.Tensor:
-    """submission.step.optimizer_step with SAM: the same forward/backward, as a closure
-    that SAM calls once or twice (the first pass of a SAM step under DDP's no_sync)."""
-    def closure(sync: bool) -> torch.Tensor:
-        with sync_context(net, sync):
-            with autocast():
-                loss = loss_fn(net(images), labels.view(-1), smoothing)
-            (scaler.scale(loss) if scaler is not None else loss).backward()
-        return loss.detach()
-    return sam.step(closure, scaler)

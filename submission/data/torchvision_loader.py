@@ -1,0 +1,143 @@
+"""The training loader for per-image CPU augmentation (Hot's RandAugment): a PyTorch
+DataLoader with worker processes and torchvision transforms, as Composer ran Hot. FFCV's
+pipeline runs numba-compiled stages only, so a PIL augmentation cannot run inside it.
+
+It reads the same `.beton` files the FFCV path reads, not an ImageFolder, so every recipe
+trains on the very images prepared once: the train_limit subset, without the images
+skipped as unusable, from the files whose sizes and head hashes the ranks compare before
+run_start. Each sample is decoded here (`BetonImages`): a JPEG entry with PIL, a raw entry
+as the stored HxWx3 array.
+
+Per image (`image_transform`): RandomResizedCrop (area crop_scale_min-1, ratio 3/4-4/3),
+horizontal flip, the augmentation (RandAugment), to a uint8 tensor. Batches leave it as
+the FFCV loader's do: uint8 NCHW in channels-last memory on the device, labels int64 (N, 1).
+
+Sharding is FFCV's distributed order: a DistributedSampler (shuffled from the seed, a new
+order each epoch, the same on every rank) gives each rank ceil(samples / ranks) images,
+padded with repeats, and the last incomplete batch is dropped: step.steps_per_epoch
+batches an epoch.
+
+What differs from FFCV's decoder: torchvision's crop resizes with PIL (bilinear,
+antialiased), FFCV's with OpenCV (INTER_AREA); PIL's and FFCV's (libjpeg-turbo) JPEG
+decoders may differ by a grey level here and there. From Composer's Hot, which decoded an
+ImageFolder's original JPEGs: here the images are as stored, longest side at most
+write_max_resolution, and in the default `proportion` mode about half of them raw (never
+JPEG-compressed); `write_mode=jpg` makes every one a JPEG to decode, as in an ImageFolder
+(compressed once more, at write_jpeg_quality).
+"""
+from __future__ import annotations
+
+import io
+from typing import Callable
+
+import numpy as np
+import torch
+from PIL import Image
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
+from torchvision import transforms
+
+JPEG_MODE = 0          # ffcv.fields.rgb_image.IMAGE_MODES["jpg"] ("raw" is 1)
+
+
+class BetonImages(Dataset):
+    """(PIL RGB image, int label) of each sample of a .beton written by data/prepare.py
+    (fields "image": RGBImageField, "label": IntField), `transform` applied to the image.
+
+    A sample's metadata holds its image's mode, size and data_ptr; the allocation table
+    gives the size of the bytes at each ptr (what FFCV's memory managers read). The file
+    is memory-mapped on first use in each process, so the workers map it themselves and
+    the dataset pickles as its path and tables (spawn, forkserver)."""
+
+    def __init__(self, path: str, transform: Callable | None = None):
+        from ffcv.reader import Reader
+        reader = Reader(str(path))
+        self.path, self.transform = str(path), transform
+        fields = reader.field_names
+        # per image: mode, width, height, data_ptr
+        self.images = np.array(reader.metadata[f"f{fields.index('image')}"])
+        self.labels = np.array(reader.metadata[f"f{fields.index('label')}"], dtype=np.int64)
+        order = np.argsort(reader.alloc_table["ptr"])
+        self.ptrs = np.array(reader.alloc_table["ptr"][order])
+        self.sizes = np.array(reader.alloc_table["size"][order])
+        self._data: np.memmap | None = None
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_data": None}
+
+    def image(self, index: int) -> Image.Image:
+        if self._data is None:
+            self._data = np.memmap(self.path, dtype=np.uint8, mode="r")
+        mode, width, height, ptr = (int(value) for value in self.images[index])
+        size = int(self.sizes[np.searchsorted(self.ptrs, ptr)])
+        stored = self._data[ptr:ptr + size]
+        if mode == JPEG_MODE:
+            return Image.open(io.BytesIO(stored.tobytes())).convert("RGB")
+        return Image.fromarray(np.asarray(stored).reshape(height, width, 3), "RGB")
+
+    def __getitem__(self, index: int) -> tuple:
+        image = self.image(index)
+        return (self.transform(image) if self.transform else image), int(self.labels[index])
+
+
+def image_transform(resolution: int, crop_scale_min: float,
+                    augment: Callable | None) -> transforms.Compose:
+    """What each training image goes through, in the worker processes (PIL in, uint8 CHW out)."""
+    return transforms.Compose([
+        transforms.RandomResizedCrop(resolution, scale=(crop_scale_min, 1.0), ratio=(3 / 4, 4 / 3)),
+        transforms.RandomHorizontalFlip(),
+        *([augment] if augment is not None else []),
+        transforms.PILToTensor(),
+    ])
+
+
+class TrainLoader:
+    """Batches of one epoch per iteration; each iteration starts the next epoch (the
+    sampler's set_epoch: a new order, reproducible from the seed)."""
+
+    def __init__(self, dataset: Dataset, batch_size: int, workers: int, seed: int,
+                 device: torch.device, rank: int, world_size: int):
+        self.device, self.epoch = device, 0
+        self.sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank,
+                                          shuffle=True, seed=seed, drop_last=False)
+        # The workers' generators (torch, random, numpy: torch seeds all three in each worker
+        # from a base seed drawn from `generator`) come from the seed and the rank: each
+        # rank augments its images with draws of its own, the same in every run (mixed by
+        # SeedSequence: a CPU torch.Generator keeps only the low 32 bits of its seed).
+        # Persistent workers, as Composer's Hot (persistent_workers: true): forked once, at
+        # the first epoch, not at each epoch's start; their generators run on from epoch to
+        # epoch, so epoch e's draws follow from (seed, rank) and the epochs before it, each
+        # run to its end, as the training loop runs them. With workers=0 the transforms
+        # draw from this process's global generators (train.seed_everything).
+        generator = torch.Generator().manual_seed(
+            int(np.random.SeedSequence((seed, rank)).generate_state(1)[0]))
+        self.loader = DataLoader(dataset, batch_size=batch_size, sampler=self.sampler,
+                                 num_workers=workers, drop_last=True,
+                                 pin_memory=device.type == "cuda",
+                                 persistent_workers=workers > 0, generator=generator)
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def __iter__(self):
+        self.sampler.set_epoch(self.epoch)
+        self.epoch += 1
+        return self._batches()
+
+    def _batches(self):
+        cuda = self.device.type == "cuda"
+        for images, labels in self.loader:
+            images = images.to(self.device, non_blocking=cuda)
+            yield (images.contiguous(memory_format=torch.channels_last),
+                   labels.to(self.device, non_blocking=cuda).view(-1, 1))
+
+
+def train_loader(path: str, resolution: int, batch_size: int, workers: int, seed: int,
+                 device: torch.device, rank: int, world_size: int, crop_scale_min: float = 0.08,
+                 augment: Callable | None = None) -> TrainLoader:
+    """The training loader of a .beton: the FFCV train loader's batches, with `augment`
+    (a PIL -> PIL callable such as RandAugment) applied to each image after crop and flip."""
+    dataset = BetonImages(path, image_transform(resolution, crop_scale_min, augment))
+    return TrainLoader(dataset, batch_size, workers, seed, device, rank, world_size)
