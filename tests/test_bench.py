@@ -216,9 +216,6 @@ def test_timed_stretches_of_a_sam_recipe_are_whole_multiples_of_its_interval():
 
 
 def test_bench_of_hot_measures_the_torchvision_loader_and_its_cpu_work(tmp_path, cache_dir):
-    import pytest
-    pytest.importorskip("submission.data.torchvision_loader")
-    pytest.importorskip("submission.methods.randaugment")
     profile = tmp_path / "hot.json"
     done = subprocess.run(
         [sys.executable, "-m", "submission", "bench", "system=cpu", "recipe=hot",
