@@ -300,6 +300,11 @@ class Config:
         return self.batch_per_device * self.world_size
 
     @property
+    def eval_batch(self) -> int:
+        """Evaluation batch per process: eval_batch_size, or the training batch."""
+        return self.eval_batch_size or self.batch_per_device
+
+    @property
     def peak_lr(self) -> float:
         """Linear scaling from the published batch (lr 2.048 at 2048)."""
         return self.lr * self.global_batch_size / self.lr_reference_batch

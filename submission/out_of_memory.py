@@ -87,7 +87,7 @@ def advice(exc: BaseException, config, device: torch.device, rank: int) -> str:
             "so this is a new campaign: add new_campaign=true (this one is archived under "
             "results/archive/) or another results_dir=.")
     if place is None or place.evaluation:
-        now = config.eval_batch_size or config.batch_per_device
+        now = config.eval_batch
         current = (f"now {config.eval_batch_size}" if config.eval_batch_size else
                    f"now 0: batch_per_device's {config.batch_per_device}")
         lines.append(f"Lower eval_batch_size ({current}), e.g. eval_batch_size={max(1, now // 2)}; "

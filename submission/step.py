@@ -133,11 +133,18 @@ class RunPlan:
 
 
 # ---------------------------------------------------------------------------
+def autocast_dtype(config: Config) -> torch.dtype | None:
+    """The dtype the run computes in under autocast; None with precision=fp32."""
+    if config.precision != "amp":
+        return None
+    return torch.bfloat16 if config.amp_dtype == "bf16" else torch.float16
+
+
 def autocast_for(config: Config, device: torch.device) -> Callable[[], contextlib.AbstractContextManager]:
     """A factory of the run's autocast context (a no-op context with precision=fp32)."""
-    if config.precision != "amp":
+    dtype = autocast_dtype(config)
+    if dtype is None:
         return contextlib.nullcontext
-    dtype = torch.bfloat16 if config.amp_dtype == "bf16" else torch.float16
     # including_emulation=False: a V100 "supports" bf16 only by emulation, far slower
     if (dtype == torch.bfloat16 and device.type == "cuda"
             and not torch.cuda.is_bf16_supported(including_emulation=False)):

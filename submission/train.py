@@ -134,7 +134,7 @@ def run_loaders(config: Config, ctx: dist_utils.Context, seed: int, train_path: 
             config.crop_scale_min)
     val = loaders.val_loader(
         val_path, config.eval_resolution, config.eval_resize,
-        config.eval_batch_size or config.batch_per_device, config.workers_per_device,
+        config.eval_batch, config.workers_per_device,
         ctx.device, rank, world, eval_samples)
     return train, val
 
@@ -161,7 +161,7 @@ def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed:
         if ctx.is_main:
             print(f"{label} {line}", flush=True)
 
-    eval_batch = config.eval_batch_size or config.batch_per_device
+    eval_batch = config.eval_batch
     if config.warmup:
         warm_up(step_fn.net, step_fn.model, train_sides=plan.sides(),
                 eval_side=config.eval_resolution, batch=config.batch_per_device,

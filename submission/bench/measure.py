@@ -41,7 +41,7 @@ from ..data import ffcv_threads, loaders
 from ..data.prepare import cache_folder, prepare
 from ..methods.loss import LOSSES
 from ..methods.progressive_resize import resize_batch
-from ..step import RunPlan, autocast_for, build_step, grad_scaler, optimizer_step
+from ..step import RunPlan, autocast_dtype, autocast_for, build_step, grad_scaler, optimizer_step
 from ..system_description import fill_from_host
 from ..train import run_loaders
 from ..warmup import compiled, warm_up_loaders
@@ -213,7 +213,7 @@ def measure(config, device: torch.device, steps: int, rounds: int) -> dict:
         f"{overhead['share_of_step'] * 100:.1f}% of a step at that size")
 
     # the evaluation forward alone, at its size, on synthetic batches (no loader)
-    eval_batch = config.eval_batch_size or batch
+    eval_batch = config.eval_batch
     eval_images = synthetic_batch(eval_batch, config.eval_resolution, classes, device)[0]
     step.model.eval()
     with torch.no_grad(), step.autocast():
@@ -225,8 +225,7 @@ def measure(config, device: torch.device, steps: int, rounds: int) -> dict:
     if config.compile:
         figures["compiled"] = _compiled_rows(config, step, plan, device, steps, rounds, smallest)
 
-    dtype = (torch.bfloat16 if config.amp_dtype == "bf16" else torch.float16) \
-        if config.precision == "amp" else torch.float32
+    dtype = autocast_dtype(config) or torch.float32
     if device.type == "cpu" and dtype == torch.float16:
         dtype = torch.float32
     flops = train_flops(step, *full) / batch

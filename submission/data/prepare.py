@@ -551,7 +551,7 @@ def prepare(config: Config) -> PreparedData:
     train_path = _cached_beton(train, folder, "train", settings, workers)
     val_path = _cached_beton(val, folder, "val", settings, workers)
     # one batch for each loader: enough to compile its pipeline (warmup.warm_up_loaders)
-    count = max(config.batch_per_device, config.eval_batch_size)
+    count = max(config.batch_per_device, config.eval_batch)
     synthetic_folder = cache_folder(config) / "synthetic"
     synthetic_folder.mkdir(exist_ok=True)
     def synthetic_like(path: Path) -> Path:
