@@ -29,26 +29,14 @@ import threading
 import time
 from pathlib import Path
 
+from . import settings as declared
 from .config import REPO_ROOT, Config, ConfigError
+from .distributed import cpu_threads
 from .preflight import LaunchPlan, launch_plan
 from .results import (CampaignError, progress_log, progress_records, read_json, result_path,
                       results_root, system_dir, write_json)
 from .step import RunPlan
 from .system_description import run_description
-
-# Settings that do not change what a run computes: they may differ on resume.
-# workers_per_device: loader threads, fitted to the CPUs this process may use (which may
-# change between resumes); the images and their order come from the seed.
-# eval_batch_size: evaluation runs in eval mode (BatchNorm from its running statistics),
-# so each image's logits do not depend on its batch; only float rounding may differ, and
-# nothing of training reads the evaluation (lowering it is the answer to an evaluation
-# out of memory, which must not cost the complete runs).
-OPERATIONAL_SETTINGS = {
-    "runs", "seeds", "new_campaign", "package", "results_dir", "node_rank", "master_addr",
-    "master_port", "progress_every_steps", "price_usd_per_hour", "price_source", "price_date",
-    "org", "data_dir", "cache_dir", "val_labels", "cache_clear_cmd", "warmup", "eval_batch_size",
-    "workers_per_device",
-}
 
 
 STOP_GRACE_S = 60     # after Ctrl-C, how long the workers get to log run_stop and exit
@@ -88,7 +76,8 @@ class Lock:
     """One campaign per results folder at a time."""
 
     def __init__(self, folder: Path):
-        self.created_folder = not folder.exists()
+        # the folders this lock creates, outermost last: a campaign that records nothing removes them
+        self.created = [path for path in (folder, *folder.parents) if not path.exists()]
         folder.mkdir(parents=True, exist_ok=True)
         self.path = folder / ".lock"
         self.handle = open(self.path, "a+")
@@ -110,15 +99,21 @@ class Lock:
 
     def __exit__(self, *exc):
         # a campaign that failed before recording anything leaves no folder behind
-        if self.created_folder and [p.name for p in self.path.parent.iterdir()] == [".lock"]:
+        if self.created and [p.name for p in self.path.parent.iterdir()] == [".lock"]:
             self.path.unlink()
-            self.path.parent.rmdir()
+            for folder in self.created:
+                if any(folder.iterdir()):
+                    break
+                folder.rmdir()
         fcntl.flock(self.handle, fcntl.LOCK_UN)
         self.handle.close()
 
 
 def _training_settings(settings: dict) -> dict:
-    return {k: v for k, v in settings.items() if k not in OPERATIONAL_SETTINGS}
+    """The settings that change what a run computes (all but the operational ones: they may
+    differ when a campaign resumes)."""
+    operational = set(declared.names(declared.OPERATIONAL))
+    return {k: v for k, v in settings.items() if k not in operational}
 
 
 # The system.json fields that say which machine and software ran a campaign's runs
@@ -287,8 +282,15 @@ def _relay(job: subprocess.Popen, copy) -> int:
 
 
 def plan_launch(config: Config) -> LaunchPlan:
-    """What preflight decided about `config`, each change it made said on a [campaign] line."""
+    """What preflight decided about `config`: what will run, then each change it made and each
+    note, on [campaign] lines."""
     plan = launch_plan(config)
+    launched = plan.config
+    print(f"[campaign] system {launched.system_id} ({launched.system_name}): {launched.dataset} on "
+          f"{launched.device_type}, {launched.world_size} process(es)"
+          + (f", {launched.description['accelerator_model_name']}" if launched.device_type == "cuda" else
+             f", {cpu_threads(launched)} torch and {launched.workers_per_device} loader threads each"),
+          flush=True)
     for note in plan.notes:
         print(f"[campaign] {note}", flush=True)
     return plan

@@ -39,14 +39,8 @@ def _resolve(words: list[str]):
 
 def cmd_run(words: list[str]) -> int:
     from . import campaign
-    from .distributed import cpu_threads
     dry = "--dry-run" in words
     config = _resolve([w for w in words if w != "--dry-run"])
-    print(f"[campaign] system {config.system_id} ({config.system_name}): {config.dataset} on "
-          f"{config.device_type}, {config.world_size} process(es)"
-          + (f", {config.description['accelerator_model_name']}" if config.device_type == "cuda" else
-             f", {cpu_threads(config)} torch and {config.workers_per_device} loader threads each"),
-          flush=True)
     if dry:
         plan = campaign.plan_launch(config)        # may lower workers_per_device
         try:
@@ -148,17 +142,8 @@ def cmd_report(words: list[str]) -> int:
 
 
 def cmd_settings(words: list[str]) -> int:
-    from .settings import describe_settings
-    settings = parse_overrides(words)
-    if set(settings) - {"recipe", "scale_schedule_ratio"}:
-        raise ConfigError(f"settings takes only recipe=NAME and scale_schedule_ratio=R, not "
-                          f"{', '.join(words)}")
-    ratio = settings.get("scale_schedule_ratio")
-    try:
-        ratio = float(ratio) if ratio is not None else None
-    except ValueError:
-        raise ConfigError(f"scale_schedule_ratio takes a number, not {ratio!r}") from None
-    print(describe_settings(settings.get("recipe"), ratio))
+    from . import show_settings
+    print(show_settings.main(words))
     return 0
 
 

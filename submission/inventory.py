@@ -132,8 +132,31 @@ def _host_probe() -> tuple[int, int]:
     return psutil.cpu_count() or 1, psutil.virtual_memory().total
 
 
+def _cpu_flags() -> set[str]:
+    """The first processor's flags in /proc/cpuinfo (empty where there is none)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "flags":
+                    return set(value.split())
+    except OSError:
+        pass
+    return set()
+
+
+BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+def _cpu_bf16() -> list[str]:
+    """The bf16 instruction sets this CPU has (x86: AVX-512 BF16, AMX), [] when none."""
+    flags = _cpu_flags()
+    return [flag for flag in BF16_FLAGS if flag in flags]
+
+
 probe = _torch_probe
 host = _host_probe
+cpu_bf16 = _cpu_bf16
 
 
 def gpus() -> list[GPU]:

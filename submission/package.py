@@ -231,7 +231,7 @@ def _copy(source: Path, target: Path) -> None:
 
 
 def _readme(impl: str, systems: list[_System], org: str, repo_root: Path) -> str:
-    from .config import HARNESS_SETTINGS
+    from . import settings as declared
     from .score import summarize
 
     recipe = systems[0].settings.get("recipe", "mild")
@@ -270,7 +270,7 @@ def _readme(impl: str, systems: list[_System], org: str, repo_root: Path) -> str
               f"## Recipe `{recipe}` (as resolved for {systems[0].name})", "",
               "| setting | value |", "|---|---|"]
     for key, value in systems[0].settings.items():
-        if key not in HARNESS_SETTINGS:
+        if key in declared.DECLARED and declared.kind(key) == declared.RECIPE:
             lines.append(f"| {key} | {value} |")
     lines += ["", "Systems may override values that must scale (batch, workers, data, and for "
               "small demonstration systems duration and resolution); see `configs/`.", "",

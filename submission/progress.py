@@ -53,9 +53,11 @@ class Reporter:
     prints or writes; `close()` ends the file and may be called any number of times."""
 
     def __init__(self, label: str, total_steps: int, steps_per_epoch: int, global_batch: int,
-                 every: int, enabled: bool, progress_file: Path | str | None = None):
+                 every: int, enabled: bool, progress_file: Path | str | None = None,
+                 every_seconds: float = float("inf")):
         self.label, self.total, self.per_epoch = label, total_steps, steps_per_epoch
         self.batch, self.every, self.enabled = global_batch, every, enabled
+        self.every_seconds = every_seconds
         self.start = time.monotonic()
         self.window_start, self.window_steps = self.start, 0
         self.accuracy = None
@@ -73,12 +75,15 @@ class Reporter:
 
     def step(self, step: int, loss: SupportsFloat, lr: float, side: int) -> None:
         """After each training step (loss: a 0-d tensor or a number); on every `every`-th
-        step and the last one, a line and a window record."""
+        step, the last one, and the first after `every_seconds` without a line, a line and a
+        window record."""
         self.window_steps += 1
         self.last_step = step
-        if not self.enabled or (step % self.every and step != self.total):
+        if not self.enabled:
             return
         now = time.monotonic()
+        if step % self.every and step != self.total and now - self.window_start < self.every_seconds:
+            return
         window_s = max(now - self.window_start, 1e-9)
         rate = self.window_steps * self.batch / window_s
         window_steps = self.window_steps

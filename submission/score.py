@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .config import RANGES
+from . import settings as declared
 from .results import CampaignError, read_json
 
 BENCHMARK = "resnet"
@@ -120,7 +120,7 @@ def price_argument(text: str) -> float:
         price = float(text)
     except ValueError:
         price = math.nan
-    allowed = RANGES["price_usd_per_hour"]        # what the campaign's setting admits
+    allowed = declared.admits("price_usd_per_hour")        # what the campaign's setting admits
     if not (math.isfinite(price) and allowed.admits(price)):
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a price: give the whole system's USD per hour, a finite number "

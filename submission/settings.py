@@ -1,82 +1,351 @@
-"""`python -m submission settings [recipe=NAME] [scale_schedule_ratio=R]`: every setting, its
-value and meaning, and the schedule the recipe's settings give the published run (the
-RunPlan the loop follows)."""
-from __future__ import annotations
+"""Every setting of the harness, declared once.
 
-from .config import (CHOICES, HARNESS_SETTINGS, RANGES, RECIPE_SETTINGS, RESOLVED_CHOICES, Config,
-                     ConfigError, load_recipe, ratio_range)
-from .data.sources import PUBLISHED_SPLIT_SIZES
-from .step import RunPlan
+A setting is one field of `Settings`: its name, its type (the annotation), its default, what it
+means, what values it admits, and what kind of setting it is:
 
+  recipe       a value of the published recipe: it lives in submission/recipes/*.yaml (each
+               line citing its source), not here; every recipe file defines every one.
+  harness      a harness default that changes what a run computes (batch, data, devices):
+               a campaign resumed with another value is refused.
+  operational  a harness default that leaves what a run computes alone (paths, price, loader
+               threads, the warm-up): it may change when a campaign resumes.
 
-def describe_settings(recipe_name: str | None = None, ratio: float | None = None) -> str:
-    """Every setting with its value in the recipe, or its default, and its meaning; the
-    derived schedule at `ratio` (default: the recipe's scale_schedule_ratio)."""
-    recipe_name = recipe_name or HARNESS_SETTINGS["recipe"][0]
-    recipe = load_recipe(recipe_name)
-    published = ratio_range(recipe_name)
-    if ratio is not None and published and not published.admits(ratio):
-        raise ConfigError(f"scale_schedule_ratio={ratio:g} is outside the {recipe_name} recipe's "
-                          f"published range: it must be {published}")
-    lines = [f"Recipe settings (submission/recipes/{recipe_name}.yaml, with their published sources "
-             "in its comments):"]
-    lines += [f"  {key} = {recipe[key]!r}  -- {meaning}{_admits(key)}"
-              for key, (_, meaning) in RECIPE_SETTINGS.items()]
-    if published:
-        lines.append(f"  (published scale_schedule_ratio range of {recipe_name}: {published}, "
-                     "checked on ImageNet)")
-    ratios = [ratio] if ratio is not None else [recipe["scale_schedule_ratio"]]
-    if ratios == [None]:
-        ends = [end for end in (published.low, published.high) if end]
-        lines.append(f"\nDerived from them: {recipe_name} leaves scale_schedule_ratio to you "
-                     f"({published}); `settings recipe={recipe_name} scale_schedule_ratio=R` "
-                     f"shows one; the range's end(s) {' and '.join(f'{end:g}' for end in ends)}:")
-        ratios = ends
-    else:
-        lines.append("\nDerived from them:")
-    for value in ratios:
-        lines += derived_schedule(recipe_name, {**recipe, "scale_schedule_ratio": value})
-    lines.append("\nHarness settings:")
-    lines += [f"  {key} = {default!r}  -- {meaning}{_admits(key)}"
-              for key, (default, meaning) in HARNESS_SETTINGS.items()]
-    return "\n".join(lines)
+Everything else reads this declaration: config.resolve (types and precedence), config.validate
+(ranges and choices), the `settings` verb, the campaign's resume rule, and the bench profile's
+list of the settings it records. Settings that tie two values together are checked in
+config.validate.
+"""
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any, get_args
+
+from .errors import ConfigError
+
+RECIPE, HARNESS, OPERATIONAL = "recipe", "harness", "operational"
+KINDS = (RECIPE, HARNESS, OPERATIONAL)
+# A bench profile records the settings marked RECORDED or COMPARED; `project` warns when the
+# projected run's value of a COMPARED one differs from the profile's (the step's rate depends on it).
+RECORDED, COMPARED = "recorded", "compared"
 
 
-def _admits(key: str) -> str:
-    if key in RANGES:
-        return f"; {RANGES[key]}"
-    if key in CHOICES:
-        return f"; one of {', '.join(c for c in CHOICES[key] + RESOLVED_CHOICES.get(key, ()) if c)}"
+@dataclass(frozen=True)
+class Range:
+    """The numbers a setting admits: low and/or high, each end closed unless marked open."""
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+
+    def admits(self, value: float) -> bool:
+        return ((self.low is None or (value > self.low if self.low_open else value >= self.low))
+                and (self.high is None or (value < self.high if self.high_open else value <= self.high)))
+
+    def __str__(self) -> str:
+        def number(value: float) -> str:
+            return str(int(value)) if float(value).is_integer() else f"{value:g}"
+        if self.high is None:
+            return f"{'above' if self.low_open else 'at least'} {number(self.low)}"
+        return (f"in {'(' if self.low_open else '['}{number(self.low)}, "
+                f"{number(self.high)}{')' if self.high_open else ']'}")
+
+
+AT_LEAST_0, AT_LEAST_1, ABOVE_0 = Range(0), Range(1), Range(0, low_open=True)
+FRACTION, BELOW_1 = Range(0, 1), Range(0, 1, high_open=True)
+# Seeds reach numpy's and FFCV's generators, which take unsigned 32-bit seeds.
+SEED_RANGE = Range(0, 2**32, high_open=True)
+
+
+def setting(kind: str, meaning: str, default: Any = dataclasses.MISSING, *,
+            admits: Range | tuple[str, ...] | None = None, also: tuple[str, ...] = (),
+            profile: str = "") -> Any:
+    """One setting's declaration: a dataclass field of `Settings` with its facts as metadata.
+    admits: a Range for numbers, or the words a text setting takes; also: words accepted where
+    the setting is given that config.resolve turns into one of `admits` (dataset=auto)."""
+    if kind == RECIPE and default is not dataclasses.MISSING:
+        raise ValueError("a recipe setting's value lives in the recipe files, not here")
+    return dataclasses.field(default=default, metadata={
+        "kind": kind, "meaning": meaning, "admits": admits, "also": also, "profile": profile})
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    # ---- recipe: submission/recipes/*.yaml ---------------------------------------------
+    blurpool: bool = setting(RECIPE, "anti-aliased stride-2 convs and stem max-pool")
+    init_conv: str = setting(RECIPE, "conv/linear weight init: kaiming_normal or torchvision's default",
+                             admits=("kaiming_normal", "torchvision"))
+    init_bn_gamma: str = setting(RECIPE, "BatchNorm gamma init: uniform (U(0,1)) or ones",
+                                 admits=("uniform", "ones"))
+    logit_bias_init: str = setting(RECIPE, "final bias init: log_prior (-log classes) or zeros",
+                                   admits=("log_prior", "zeros"))
+    zero_init_residual: bool = setting(RECIPE, "zero the last BN gamma of each residual block")
+    channels_last: bool = setting(RECIPE, "NHWC model and batches")
+    loss: str = setting(RECIPE, "bce (sum over classes / batch) or cross_entropy",
+                        admits=("bce", "cross_entropy"))
+    label_smoothing: float = setting(RECIPE, "label smoothing of the targets", admits=BELOW_1)
+    ema_half_life_batches: float = setting(RECIPE, "EMA half-life in batches; 0: no EMA",
+                                           admits=AT_LEAST_0)
+    ema_update_every_batches: int = setting(RECIPE, "EMA update cadence in batches", admits=AT_LEAST_1)
+    progressive_resize: bool = setting(RECIPE, "downscale training batches early in training")
+    resize_initial_scale: float = setting(RECIPE, "side scale until resize_start_fraction")
+    resize_start_fraction: float = setting(RECIPE, "share of training at the initial scale")
+    resize_finish_fraction: float = setting(RECIPE, "share of training at which full size is reached")
+    resize_multiple: int = setting(RECIPE, "the side is rounded to a multiple of this", admits=AT_LEAST_1)
+    resize_granularity: str = setting(RECIPE, "epoch: the side changes at epoch boundaries; step: every step",
+                                      admits=("epoch", "step"))
+    resize_mode: str = setting(RECIPE, "interpolation of the downscaling: nearest, bilinear or area",
+                               admits=("nearest", "bilinear", "area"))
+    train_resolution: int = setting(RECIPE, "RandomResizedCrop side of training images",
+                                    admits=AT_LEAST_1, profile=COMPARED)
+    eval_resolution: int = setting(RECIPE, "center-crop side of evaluation images",
+                                   admits=AT_LEAST_1, profile=COMPARED)
+    eval_resize: int = setting(RECIPE, "evaluation: resize to this, then center-crop eval_resolution",
+                               admits=AT_LEAST_1)
+    crop_scale_min: float = setting(RECIPE, "RandomResizedCrop smallest area fraction",
+                                    admits=Range(0, 1, low_open=True))
+    optimizer: str = setting(RECIPE, "sgdw: SGD with decoupled weight decay", admits=("sgdw",))
+    lr: float = setting(RECIPE, "peak learning rate at lr_reference_batch; scaled linearly with the batch",
+                        admits=ABOVE_0)
+    lr_reference_batch: int = setting(RECIPE, "global batch at which lr and weight_decay are given",
+                                      admits=AT_LEAST_1)
+    momentum: float = setting(RECIPE, "SGD momentum", admits=BELOW_1)
+    weight_decay: float = setting(RECIPE, "decoupled weight decay per step at lr_reference_batch; scaled "
+                                          "linearly with the batch, so the decay per epoch stays the same",
+                                  admits=BELOW_1)
+    epochs: float = setting(RECIPE, "training epochs before scale_schedule_ratio", admits=ABOVE_0)
+    scale_schedule_ratio: float = setting(RECIPE, "multiplies epochs (and warmup_epochs if scale_warmup)",
+                                          admits=ABOVE_0)
+    whole_epochs: bool = setting(RECIPE, "truncate epochs x scale_schedule_ratio to whole epochs (Composer v0.7)")
+    warmup_epochs: float = setting(RECIPE, "linear warmup, in epochs", admits=AT_LEAST_0)
+    scale_warmup: bool = setting(RECIPE, "multiply warmup_epochs by scale_schedule_ratio too (Composer v0.7: no)")
+    eval_every_epochs: float = setting(RECIPE, "evaluation cadence in epochs", admits=ABOVE_0)
+    target_accuracy: float = setting(RECIPE, "top-1 fraction that ends a run successfully",
+                                     admits=Range(0, 1, low_open=True))
+    precision: str = setting(RECIPE, "amp (autocast) or fp32", admits=("amp", "fp32"), profile=COMPARED)
+    amp_dtype: str = setting(RECIPE, "autocast dtype when precision=amp: fp16 (with a GradScaler on "
+                                     "CUDA) or bf16", admits=("bf16", "fp16"), profile=COMPARED)
+    # Medium and Hot (all off in Mild)
+    mixup_alpha: float = setting(RECIPE, "MixUp: mixing weight min(z, 1-z), z ~ Beta(alpha, alpha); 0: no MixUp",
+                                 admits=AT_LEAST_0)
+    sam_interval: int = setting(RECIPE, "SAM: every Nth step is a two-pass SAM step; 0: no SAM",
+                                admits=AT_LEAST_0, profile=RECORDED)
+    sam_rho: float = setting(RECIPE, "SAM: radius of the ascent step", admits=AT_LEAST_0)
+    sam_epsilon: float = setting(RECIPE, "SAM: added to the gradient norm of the ascent", admits=ABOVE_0)
+    stochastic_depth_rate: float = setting(RECIPE, "stochastic depth: drop rate of the last residual block; "
+                                                   "0: none", admits=BELOW_1)
+    stochastic_depth_method: str = setting(RECIPE, "stochastic depth: sample (per image) or block (per batch)",
+                                           admits=("sample", "block"))
+    stochastic_depth_distribution: str = setting(RECIPE, "stochastic depth: rates linear in depth, or uniform",
+                                                 admits=("linear", "uniform"))
+    colout_fraction: float = setting(RECIPE, "ColOut: share of rows and of columns dropped from each batch; "
+                                             "0: none", admits=BELOW_1)
+    randaugment_depth: int = setting(RECIPE, "RandAugment: operations per image; 0: no RandAugment",
+                                     admits=AT_LEAST_0)
+    randaugment_severity: int = setting(RECIPE, "RandAugment: magnitude, 0-10", admits=Range(0, 10))
+    randaugment_set: str = setting(RECIPE, "RandAugment: augmentation set (all, safe, original)",
+                                   admits=("all", "safe", "original"))
+    train_loader: str = setting(RECIPE, "ffcv, or torchvision (per-image CPU augmentation in DataLoader "
+                                        "workers, from the same .beton: what RandAugment needs)",
+                                admits=("ffcv", "torchvision"), profile=RECORDED)
+
+    # ---- harness: change what a run computes -------------------------------------------
+    recipe: str = setting(HARNESS, "recipe file under submission/recipes/ (mild, medium, hot, baseline)",
+                          "mild", profile=RECORDED)
+    dataset: str = setting(HARNESS, "imagenet (an image folder), fashion-mnist (the embedded campaign: "
+                                    "submission/embedded.yaml), or auto: imagenet when data_dir is set",
+                           "imagenet", admits=("imagenet", "fashion-mnist"), also=("auto",))
+    skip_bad_images: bool = setting(HARNESS, "skip unusable images (unreadable, or too small for the "
+                                             "pipeline; counted, listed) instead of failing", False)
+    write_mode: str = setting(HARNESS, "FFCV RGBImageField write_mode: raw, jpg, proportion, smart "
+                                       "(published: proportion; docs/throughput.md, bench sweep=loader)",
+                              "proportion", admits=("raw", "jpg", "proportion", "smart"))
+    write_max_resolution: int = setting(HARNESS, "longest side stored in the .beton (Composer's "
+                                                 "create_ffcv_datasets.py: 500)", 500, admits=AT_LEAST_1)
+    write_jpeg_quality: int = setting(HARNESS, "JPEG quality of stored images (create_ffcv_datasets.py: 90)",
+                                      90, admits=Range(1, 100))
+    write_compress_probability: float = setting(HARNESS, "share of images stored as JPEG in proportion "
+                                                         "mode (0.5)", 0.5, admits=FRACTION)
+    train_limit: int = setting(HARNESS, "use only N training images, evenly spaced over the set (0: all)",
+                               0, admits=AT_LEAST_0)
+    eval_limit: int = setting(HARNESS, "use only N validation images, evenly spaced over the set (0: all)",
+                              0, admits=AT_LEAST_0)
+    batch_per_device: int = setting(HARNESS, "batch per process; global batch = this x processes", 256,
+                                    admits=AT_LEAST_1, profile=COMPARED)
+    procs_per_node: int = setting(HARNESS, "processes per node; 0: accelerators_per_node, or 1 without",
+                                  0, admits=AT_LEAST_0)
+    nodes: int = setting(HARNESS, "nodes; 0: the descriptor's number_of_nodes", 0, admits=AT_LEAST_0)
+    device: str = setting(HARNESS, "cuda or cpu; empty: cuda when the descriptor has accelerators", "",
+                          admits=("", "cuda", "cpu"))
+    cpu_threads: int = setting(HARNESS, "torch threads per process on CPU; 0: cores / processes", 0,
+                               admits=AT_LEAST_0)
+    max_run_minutes: float = setting(HARNESS, "stop a run (status aborted) after N minutes; 0: no limit",
+                                     0.0, admits=AT_LEAST_0)
+    compile: bool = setting(HARNESS, "torch.compile the training step (static shapes, every size compiled "
+                                     "in the warm-up, Inductor cache under cache_dir)", False, profile=RECORDED)
+    cuda_graphs: bool = setting(HARNESS, "with compile=true on one GPU: replay each size's compiled step as "
+                                         "CUDA graphs (torch.compile mode reduce-overhead)", False,
+                                profile=RECORDED)
+    compile_dynamic: bool = setting(HARNESS, "with compile=true: graphs with symbolic sizes (torch.compile "
+                                             "dynamic=True) instead of one per size; torch compiles again "
+                                             "only where a size changes its guards", False, profile=RECORDED)
+    cudnn_benchmark: bool = setting(HARNESS, "on CUDA: cuDNN times its algorithms at each new shape and "
+                                             "keeps the fastest (the warm-up pays the trials before "
+                                             "run_start)", False, profile=RECORDED)
+
+    # ---- operational: what a run computes does not depend on them ----------------------
+    org: str = setting(OPERATIONAL, "submitting organisation: MLPerf `submitter` and package folder",
+                       "Unaffiliated")
+    runs: int = setting(OPERATIONAL, "runs in the campaign; an MLPerf ResNet score needs exactly 5", 5,
+                        admits=AT_LEAST_1)
+    seeds: str = setting(OPERATIONAL, "comma-separated seeds, one per run; empty: drawn once, recorded", "")
+    new_campaign: bool = setting(OPERATIONAL, "archive the existing results of this system and start again",
+                                 False)
+    package: bool = setting(OPERATIONAL, "assemble results/package/<org>/ when the campaign completes", True)
+    results_dir: str = setting(OPERATIONAL, "where result files, summaries and packages go", "results")
+    data_dir: str = setting(OPERATIONAL, "image folder with train/ and val/; for fashion-mnist the idx folder",
+                            "")
+    val_labels: str = setting(OPERATIONAL, "label CSV (image,class-folder rows, e.g. LOC_val_solution.csv) "
+                                           "for a flat val/ folder; convert the devkit's ground truth to it first",
+                              "")
+    cache_dir: str = setting(OPERATIONAL, ".beton files, reused while source and write settings match", "cache")
+    # the images and their order come from the seed: the threads only share out the work, and
+    # they are fitted to the CPUs this process may use, which may change between resumes
+    workers_per_device: int = setting(OPERATIONAL, "loader threads (FFCV) or worker processes "
+                                                   "(torchvision) per process", 8,
+                                      admits=AT_LEAST_1, profile=RECORDED)
+    node_rank: int = setting(OPERATIONAL, "this node's rank in a multi-node campaign", 0, admits=AT_LEAST_0)
+    master_addr: str = setting(OPERATIONAL, "rendezvous host (node 0) for torchrun", "127.0.0.1")
+    master_port: int = setting(OPERATIONAL, "rendezvous port for torchrun", 29500, admits=Range(1, 65535))
+    cache_clear_cmd: str = setting(OPERATIONAL, "run before each run; empty: skip (logged)",
+                                   "sysctl -w vm.drop_caches=3")
+    # evaluation runs in eval mode (BatchNorm from its running statistics): an image's logits do
+    # not depend on its batch, and lowering it is the answer to an evaluation out of memory
+    eval_batch_size: int = setting(OPERATIONAL, "evaluation batch per process; 0: batch_per_device", 0,
+                                   admits=AT_LEAST_0)
+    progress_every_steps: int = setting(OPERATIONAL, "print a progress line every N steps", 50,
+                                        admits=AT_LEAST_1)
+    progress_every_seconds: float = setting(OPERATIONAL, "also print one once N seconds have passed since "
+                                                         "the last (so that slow steps show progress)", 30.0,
+                                            admits=ABOVE_0)
+    warmup: bool = setting(OPERATIONAL, "before run_start, run every training size and the eval size once "
+                                        "on synthetic batches (cuDNN plans, compilation); weights left "
+                                        "untouched", True)
+    price_usd_per_hour: float = setting(OPERATIONAL, "hourly price of the whole system (all nodes)", 0.0,
+                                        admits=AT_LEAST_0)
+    price_source: str = setting(OPERATIONAL, "where the price comes from", "")
+    price_date: str = setting(OPERATIONAL, "when the price was read", "")
+
+
+DECLARED: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(Settings)}
+
+
+def kind(name: str) -> str:
+    return DECLARED[name].metadata["kind"]
+
+
+def meaning(name: str) -> str:
+    return DECLARED[name].metadata["meaning"]
+
+
+def admits(name: str) -> Range | tuple[str, ...] | None:
+    """The Range or the words `name` admits (None: any value of its type)."""
+    return DECLARED[name].metadata["admits"]
+
+
+def also_accepted(name: str) -> tuple[str, ...]:
+    return DECLARED[name].metadata["also"]
+
+
+def value_type(name: str) -> type:
+    """bool, int, float or str: the type a value of `name` has."""
+    declared = DECLARED[name].type
+    return next(t for t in get_args(declared) if t is not type(None)) if get_args(declared) else declared
+
+
+def default(name: str) -> Any:
+    """A harness or operational setting's default (recipe settings have none here)."""
+    value = DECLARED[name].default
+    if value is dataclasses.MISSING:
+        raise KeyError(f"{name} is a recipe setting: its value is in the recipe files")
+    return value
+
+
+def names(*kinds: str) -> list[str]:
+    """The settings of these kinds (all of them without any), in declaration order."""
+    return [name for name in DECLARED if not kinds or kind(name) in kinds]
+
+
+def defaults() -> dict[str, Any]:
+    """Every harness and operational setting with its default."""
+    return {name: default(name) for name in names(HARNESS, OPERATIONAL)}
+
+
+def profiled(*marks: str) -> list[str]:
+    """The settings a bench profile records (RECORDED, COMPARED) or compares (COMPARED)."""
+    marks = marks or (RECORDED, COMPARED)
+    return [name for name in DECLARED if DECLARED[name].metadata["profile"] in marks]
+
+
+def admits_text(name: str) -> str:
+    """What `name` admits, in words ("" when any value of its type)."""
+    allowed = admits(name)
+    if isinstance(allowed, Range):
+        return str(allowed)
+    if allowed:
+        words = [word for word in allowed + also_accepted(name) if word]
+        return "one of " + ", ".join(words) + (" (or empty)" if "" in allowed else "")
     return ""
 
 
-def derived_schedule(recipe_name: str, recipe: dict) -> list[str]:
-    """The duration, warm-up, evaluations and training sides of the recipe's run on
-    ImageNet at its reference global batch, as the training loop's RunPlan counts them."""
-    images = PUBLISHED_SPLIT_SIZES["imagenet"][0]
-    batch = recipe["lr_reference_batch"]
-    settings = {key: default for key, (default, _) in HARNESS_SETTINGS.items()}
-    config = Config(recipe_name, {**settings, **recipe, "batch_per_device": batch},
-                    {"number_of_nodes": "1", "accelerators_per_node": "1"})
-    plan = RunPlan.of(config, images, world_size=1)
-    lines = [f"  scale_schedule_ratio = {config.scale_schedule_ratio:g}; methods: "
-             f"{', '.join(config.methods) or 'none'}",
-             f"  train_epochs = {config.train_epochs:g}  -- epochs x scale_schedule_ratio"
-             + (", truncated to whole epochs" if config.whole_epochs else ""),
-             f"  warmup_train_epochs = {config.warmup_train_epochs:g}  -- warmup_epochs"
-             + (" x scale_schedule_ratio" if config.scale_warmup else ", not scaled"),
-             f"  on ImageNet ({images:,} training images) at global batch {batch}: "
-             f"{plan.steps_per_epoch} steps an epoch, {plan.total_steps:,} steps, warm-up "
-             f"{plan.warmup_steps:,} steps, {plan.evaluations_until(plan.total_steps)} evaluations "
-             f"(every {plan.eval_every:,} steps)"]
-    if config.progressive_resize:
-        changes = ("changing at epoch boundaries" if config.resize_granularity == "epoch"
-                   else "changing between steps")
-        lines.append(f"  training sides = {', '.join(map(str, plan.sides()))}  -- in order, {changes}"
-                     + (f"; ColOut crops {config.train_resolution} to {plan.full_side} first"
-                        if config.colout_fraction else ""))
-    if config.sam_interval:
-        lines.append(f"  SAM steps = {plan.sam_steps():,} of {plan.total_steps:,}  -- every "
-                     f"{config.sam_interval}th step takes two forward and backward passes: "
-                     f"{plan.total_steps + plan.sam_steps():,} passes in all")
-    return lines
+def problem(name: str, value: Any) -> str | None:
+    """Why `value` is not admitted by `name`'s own declaration, or None."""
+    allowed = admits(name)
+    if isinstance(allowed, Range):
+        if value is not None and not allowed.admits(value):
+            return f"must be {allowed}"
+    elif allowed and value not in allowed:
+        return (f"must be one of {', '.join(c for c in allowed if c)}"
+                f"{' (or empty)' if '' in allowed else ''}")
+    return None
+
+
+def optional(name: str) -> bool:
+    """Whether `name` may be None (given as "none"): a target_accuracy of none trains the
+    whole budget."""
+    return type(None) in get_args(DECLARED[name].type)
+
+
+def coerce(name: str, raw: Any, origin: str) -> Any:
+    """raw (a command-line string or a YAML/JSON value) as a value of `name`'s type; a
+    ConfigError saying where it came from when it is not one."""
+    import yaml
+    kind_of = value_type(name)
+    if optional(name) and (raw is None or (isinstance(raw, str) and raw.strip().lower() == "none")):
+        return None
+    value = raw
+    if isinstance(raw, str) and kind_of is not str:
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError:
+            value = raw
+        if kind_of is float and isinstance(value, str):
+            try:
+                value = float(value)   # YAML 1.1 reads 5e-4 (no dot) as a string
+            except ValueError:
+                pass
+    where = "" if origin == "the command line" else f" (in {origin})"
+    if kind_of is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{name} takes true or false, not {raw!r}{where}")
+    elif kind_of is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{name} takes a whole number, not {raw!r}{where}")
+    elif kind_of is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ConfigError(f"{name} takes a number, not {raw!r}{where}")
+        value = float(value)
+    elif kind_of is str:
+        value = "" if value is None else str(value)
+    return value
+
+

@@ -93,13 +93,22 @@ def run_description(config) -> dict:
                     "accelerator_host_interconnect", "accelerator_interconnect"):
             description[key] = ""
     if not description.get("sw_notes"):
-        data = ("ImageNet" if config.dataset == "imagenet" else
-                "Fashion-MNIST, scaled down (submission/embedded.yaml); not an ImageNet result")
-        description["sw_notes"] = (f"{config.recipe} recipe ({', '.join(config.methods) or 'no methods'}) "
-                                   f"on {data}; {config.device_type}, "
-                                   f"{config.world_size} process(es), global batch "
-                                   f"{config.global_batch_size}")
+        description["sw_notes"] = run_notes(config)
     return description
+
+
+def run_notes(config) -> str:
+    """What ran, in words: recipe and methods, data, device, processes, batch, precision, and a
+    loader other than the recipe's."""
+    data = ("ImageNet" if config.dataset == "imagenet" else
+            "Fashion-MNIST, scaled down (submission/embedded.yaml); not an ImageNet result")
+    precision = f"amp ({config.amp_dtype})" if config.precision == "amp" else config.precision
+    published_loader = config.recipe_value("train_loader")
+    loader = (f"; train_loader {config.train_loader} (the recipe's: {published_loader})"
+              if config.train_loader != published_loader else "")
+    return (f"{config.recipe} recipe ({', '.join(config.methods) or 'no methods'}) on {data}; "
+            f"{config.device_type}, {config.world_size} process(es), global batch "
+            f"{config.global_batch_size}, precision {precision}{loader}")
 
 
 # ---- host probes: each returns a value or raises; a failure leaves the field empty --

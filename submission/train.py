@@ -180,7 +180,8 @@ def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed:
     log.init_stop_run_start()   # ---- timed region starts: MLPerf run_start ----
     run_start, graphs_at_start = time.monotonic(), compiled_graphs()
     report = Reporter(label, plan.total_steps, plan.steps_per_epoch, config.global_batch_size,
-                      config.progress_every_steps, ctx.is_main, progress_file)
+                      config.progress_every_steps, ctx.is_main, progress_file,
+                      every_seconds=config.progress_every_seconds)
     # the data sets are opened only now: FFCV's Loader reads the labels when it is built
     train_loader, val_loader = run_loaders(config, ctx, seed, data.train_path, data.val_path,
                                            data.eval_samples, shard=True)

@@ -5,7 +5,7 @@ import pytest
 
 from submission import config
 from submission.config import ConfigError, parse_overrides, resolve
-from submission.settings import describe_settings
+from submission.show_settings import describe_settings
 
 
 def test_mild_recipe_carries_the_published_values():
@@ -147,11 +147,19 @@ def test_bad_input_is_rejected_with_a_reason(overrides, message):
         resolve("cpu", overrides)
 
 
-def test_every_range_and_choice_names_a_real_setting_and_admits_the_published_recipes():
-    from submission.config import CHOICES, HARNESS_SETTINGS, RANGES, RECIPE_SETTINGS
-    assert set(RANGES) | set(CHOICES) <= set(HARNESS_SETTINGS) | set(RECIPE_SETTINGS)
+def test_every_declaration_admits_values_of_its_type_and_the_published_recipes():
+    from submission import descriptor
+    from submission import settings as declared
+    for name in declared.names():
+        allowed, kind = declared.admits(name), declared.value_type(name)
+        if isinstance(allowed, declared.Range):
+            assert kind in (int, float), f"{name}: a range for a {kind.__name__} setting"
+        elif allowed is not None:
+            assert kind is str and all(isinstance(word, str) for word in allowed), name
+        if declared.kind(name) != declared.RECIPE:
+            assert declared.problem(name, declared.default(name)) is None, f"{name}'s default is refused"
     for recipe in ("mild", "baseline"):
-        for system in config.available_systems():
+        for system in descriptor.available_systems():
             resolve(system, {"recipe": recipe})       # raises if a published value is refused
     resolve("cpu", {"dataset": "fashion-mnist"})      # the embedded campaign's values too
 
@@ -183,12 +191,12 @@ def test_a_price_given_on_the_command_line_does_not_keep_the_descriptors_source(
     ({"system_name": "my/box"}, "system_name 'my/box' names a folder"),
 ])
 def test_a_broken_descriptor_is_refused_naming_the_file_and_field(monkeypatch, tmp_path, edit, message):
-    from submission import config as config_module
-    for path in config_module.SYSTEMS_DIR.glob("*.json"):
+    from submission import descriptor as descriptor_module
+    for path in descriptor_module.SYSTEMS_DIR.glob("*.json"):
         (tmp_path / path.name).write_text(path.read_text())
     descriptor = json.loads((tmp_path / "p4d.json").read_text())
     (tmp_path / "broken.json").write_text(json.dumps({**descriptor, **edit}))
-    monkeypatch.setattr(config_module, "SYSTEMS_DIR", tmp_path)
+    monkeypatch.setattr(descriptor_module, "SYSTEMS_DIR", tmp_path)
     with pytest.raises(ConfigError, match=message):
         resolve("broken", {})
 

@@ -148,7 +148,8 @@ def test_imagenet_on_a_local_machine_without_gpu_needs_device_cpu(gpus, tmp_path
     assert cfg.device_type == "cpu"
     with pytest.raises(ConfigError, match="would train on .* on the CPU \\(on ImageNet: weeks\\).*pass device=cpu"):
         preflight.launch_plan(cfg).approved()
-    chosen = resolve("local", {"data_dir": str(tmp_path), "workers_per_device": "1", "device": "cpu"})
+    chosen = resolve("local", {"data_dir": str(tmp_path), "workers_per_device": "1", "device": "cpu",
+                               "precision": "fp32"})
     preflight.launch_plan(chosen).approved()
 
 

@@ -130,3 +130,24 @@ def test_a_diverged_loss_is_written_as_null_in_strict_json(tmp_path, clock):
     [line] = path.read_text().splitlines()
     record = json.loads(line, parse_constant=lambda name: pytest.fail(f"{name} in the record"))
     assert record["loss"] is None and record["img_per_s"] == pytest.approx(8.0)
+
+
+def test_a_slow_run_shows_progress_after_every_seconds_not_only_every_steps(tmp_path, clock, capsys):
+    """14 steps of 39 s against a line every 50 steps: without the time bound the first line
+    would come at the end, after 9 minutes; with every_seconds=30 after each slow step."""
+    reporter = Reporter("[run]", 14, 7, 8, 50, True, tmp_path / "p.jsonl", every_seconds=30)
+    for step in range(1, 4):
+        clock.now += 39.0
+        reporter.step(step, 2.3, 0.1, 88)
+    windows = progress.windows(read_progress(tmp_path / "p.jsonl"))
+    assert [w["step"] for w in windows] == [1, 2, 3]
+    assert [round(w["window_s"], 6) for w in windows] == [39.0, 39.0, 39.0]
+    assert len(LINE.findall(capsys.readouterr().out)) == 3
+
+
+def test_fast_steps_keep_their_every_steps_windows(tmp_path, clock):
+    reporter = Reporter("[run]", 20, 10, 64, 5, True, tmp_path / "p.jsonl", every_seconds=30)
+    for step in range(1, 21):
+        clock.now += 0.5
+        reporter.step(step, 1.0, 0.1, 32)
+    assert [w["step"] for w in progress.windows(read_progress(tmp_path / "p.jsonl"))] == [5, 10, 15, 20]

@@ -8,7 +8,7 @@ from torch.utils.data import DistributedSampler
 
 from submission import projection
 from submission.config import ConfigError, resolve
-from submission.settings import describe_settings
+from submission.show_settings import describe_settings
 from submission.step import RunPlan, build_step
 
 CPU = torch.device("cpu")

@@ -11,10 +11,11 @@ import psutil
 import pytest
 from mlperf_logging.system_desc_checker.system_desc_checker import check_system_desc
 
-from submission import config
+from submission import config, descriptor
+from submission import settings as declared
 from submission.system_description import STATUS_4X, fill_from_host, for_ruleset
 
-SYSTEMS = config.available_systems()
+SYSTEMS = descriptor.available_systems()
 HOST_FIELDS = ("host_processor_model_name", "host_processors_per_node", "host_processor_core_count",
                "host_processor_vcpu_count", "host_memory_capacity", "host_storage_capacity",
                "framework", "operating_system", "other_software_stack")
@@ -42,7 +43,7 @@ def test_the_target_systems_exist():
 def test_descriptor_resolves(system):
     cfg = config.resolve(system, {})
     assert "harness" not in cfg.description
-    assert set(config.MLPERF_REQUIRED_FIELDS) <= set(cfg.description)
+    assert set(descriptor.MLPERF_REQUIRED_FIELDS) <= set(cfg.description)
     assert cfg.description["division"] == "open"
     assert cfg.description["status"] in STATUS_4X          # written in the 2.0.0 vocabulary
     assert cfg.description["submitter"] == ""                # filled from `org` when packaging
@@ -56,10 +57,10 @@ def test_cloud_systems_are_8_gpu_single_nodes_with_a_priced_source():
         assert cfg.price_source, f"{system}: a price needs its source"
         if cfg.price_usd_per_hour:
             assert cfg.price_date, f"{system}: a price needs its date"
-        # the harness block holds only what differs from the defaults of config.py
-        harness = json.loads((config.SYSTEMS_DIR / f"{system}.json").read_text())["harness"]
-        same = [k for k, v in harness.items() if k in config.HARNESS_SETTINGS
-                and v == config.HARNESS_SETTINGS[k][0]]
+        # the harness block holds only what differs from the defaults (submission/settings.py)
+        harness = json.loads((descriptor.SYSTEMS_DIR / f"{system}.json").read_text())["harness"]
+        defaults = declared.defaults()
+        same = [k for k, v in harness.items() if k in defaults and v == defaults[k]]
         assert not same, f"systems/{system}.json repeats defaults: {same}"
     names = [config.resolve(s, {}).system_name for s in SYSTEMS]
     assert len(names) == len(set(names)), "two descriptors share a system_name"
@@ -112,7 +113,7 @@ def test_for_ruleset_rejects_an_unknown_status():
 
 
 def test_fill_from_host_fills_the_empty_fields_of_cpu_json():
-    description = {k: v for k, v in config.load_descriptor("cpu").items() if k != "harness"}
+    description = {k: v for k, v in descriptor.load_descriptor("cpu").items() if k != "harness"}
     empty = [f for f in HOST_FIELDS if description[f] == ""]
     assert empty, "cpu.json should leave host fields to be read from the machine"
     filled = fill_from_host(description)
@@ -138,7 +139,7 @@ def test_fill_from_host_fills_the_empty_fields_of_cpu_json():
 
 
 def test_fill_from_host_never_overwrites_a_set_field():
-    description = {field: f"set by hand: {field}" for field in config.MLPERF_REQUIRED_FIELDS}
+    description = {field: f"set by hand: {field}" for field in descriptor.MLPERF_REQUIRED_FIELDS}
     description["host_processors_per_node"] = "4"
     filled = fill_from_host(description)
     assert filled == description

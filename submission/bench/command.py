@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..config import ConfigError, parse_overrides, resolve
 from ..data.prepare import prepare
-from ..preflight import loader_workers
+from ..preflight import loader_workers, precision_problems
 from . import compare_composer, compare_methods, measure, sweep
 from .timing import bench_device
 
@@ -42,6 +42,9 @@ def fitted(config):
     """The configuration with workers_per_device fitted to the CPUs this process may use,
     as a campaign fits it (preflight.loader_workers): lowered and said where the harness
     chose it, refused where the user did."""
+    problems = precision_problems(config)
+    if problems:
+        raise ConfigError("; ".join(problems))
     decision = loader_workers(config)
     if decision.problem:
         raise ConfigError(decision.problem)
