@@ -16,143 +16,24 @@ refused unless new_campaign=true, which archives the old campaign first.
 from __future__ import annotations
 
 import datetime
-import fcntl
 import json
-import os
 import secrets
 import shlex
 import shutil
-import signal
-import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
 
-from . import settings as declared
+from . import runs
 from .config import REPO_ROOT, Config, ConfigError
-from .distributed import cpu_threads
-from .preflight import LaunchPlan, launch_plan
 from .results import (CampaignError, progress_log, progress_records, read_json, result_path,
                       results_root, system_dir, write_json)
 from .step import RunPlan
 from .system_description import run_description
 
 
-STOP_GRACE_S = 60     # after Ctrl-C, how long the workers get to log run_stop and exit
-
-
-def _stamp() -> str:
-    return datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-
-
-def torchrun_command(config: Config, train_args: list[str]) -> list[str]:
-    launcher = [sys.executable, "-m", "torch.distributed.run",
-                f"--nproc_per_node={config.processes_per_node}", "--max_restarts=0"]
-    if config.num_nodes == 1:
-        launcher.append("--standalone")
-    else:
-        launcher += [f"--nnodes={config.num_nodes}", f"--node_rank={config.node_rank}",
-                     f"--master_addr={config.master_addr}", f"--master_port={config.master_port}"]
-    return launcher + ["-m", "submission.train", *train_args]
-
-
-def clear_cache(config: Config) -> bool:
-    """Run cache_clear_cmd (from the system descriptor or the command line only), saying so."""
-    if not config.cache_clear_cmd:
-        return False
-    print(f"[campaign] clearing the page cache: `{config.cache_clear_cmd}` (cache_clear_cmd, "
-          f"from {config.origin('cache_clear_cmd')})", flush=True)
-    done = subprocess.run(config.cache_clear_cmd, shell=True, capture_output=True, text=True)
-    if done.returncode:
-        raise CampaignError(
-            f"cache_clear_cmd `{config.cache_clear_cmd}` failed ({done.stderr.strip() or done.returncode}); "
-            "MLPerf clears the page cache before each run, which usually needs root. Run as root, "
-            "or pass cache_clear_cmd= to skip it (the logs then say cache_clear false).")
-    return True
-
-
-class Lock:
-    """One campaign per results folder at a time."""
-
-    def __init__(self, folder: Path):
-        # the folders this lock creates, outermost last: a campaign that records nothing removes them
-        self.created = [path for path in (folder, *folder.parents) if not path.exists()]
-        folder.mkdir(parents=True, exist_ok=True)
-        self.path = folder / ".lock"
-        self.handle = open(self.path, "a+")
-
-    def __enter__(self):
-        try:
-            fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self.handle.seek(0)
-            holder = self.handle.read().strip() or "?"
-            self.handle.close()
-            raise CampaignError(f"another campaign is writing {self.path.parent} "
-                                f"(pid {holder}); wait for it to end") from None
-        self.handle.seek(0)
-        self.handle.truncate()
-        self.handle.write(str(os.getpid()))
-        self.handle.flush()
-        return self
-
-    def __exit__(self, *exc):
-        # a campaign that failed before recording anything leaves no folder behind
-        if self.created and [p.name for p in self.path.parent.iterdir()] == [".lock"]:
-            self.path.unlink()
-            for folder in self.created:
-                if any(folder.iterdir()):
-                    break
-                folder.rmdir()
-        fcntl.flock(self.handle, fcntl.LOCK_UN)
-        self.handle.close()
-
-
-def _training_settings(settings: dict) -> dict:
-    """The settings that change what a run computes (all but the operational ones: they may
-    differ when a campaign resumes)."""
-    operational = set(declared.names(declared.OPERATIONAL))
-    return {k: v for k, v in settings.items() if k not in operational}
-
-
-# The system.json fields that say which machine and software ran a campaign's runs
-RUN_IDENTITY_FIELDS = (
-    "accelerators_per_node", "accelerator_model_name", "accelerator_memory_capacity",
-    "number_of_nodes", "host_processor_model_name", "host_processors_per_node",
-    "host_processor_core_count", "host_processor_vcpu_count", "host_memory_capacity",
-    "framework")
-
-
-def _hardware_changes(config: Config) -> list[str]:
-    """How this launch's description differs from the system.json of the campaign's
-    earlier runs ([] when it does not, or there is none)."""
-    recorded_file = system_dir(config) / "system.json"
-    if not recorded_file.is_file():
-        return []
-    recorded, now = read_json(recorded_file), run_description(config)
-
-    def same(key: str) -> bool:
-        before, after = str(recorded.get(key, "")), str(now.get(key, ""))
-        return _same_size(before, after) if key.endswith("memory_capacity") else before == after
-    return [f"{key}: {recorded.get(key, '')!r} -> {now.get(key, '')!r}"
-            for key in RUN_IDENTITY_FIELDS if not same(key)]
-
-
-def _same_size(before: str, after: str) -> bool:
-    """Two memory sizes as system.json writes them, alike within rounding: the host's moves
-    by a GiB with a kernel update, and earlier versions of this harness wrote a GPU's
-    measured memory in GB where it is now in GiB ("86 GB" then, "80 GiB" now)."""
-    from .inventory import stated_bytes
-    sizes = stated_bytes(before), stated_bytes(after)
-    if not all(sizes):
-        return before == after
-    return abs(sizes[0] - sizes[1]) <= max(2**30, 0.03 * sizes[0])
-
-
 def _archive(config: Config, why: str) -> None:
     folder = system_dir(config)
-    archive = results_root(config) / "archive" / f"{config.system_name}-{_stamp()}"
+    archive = results_root(config) / "archive" / f"{config.system_name}-{runs.stamp()}"
     archive.mkdir(parents=True)
     for entry in list(folder.iterdir()):
         if entry.name != ".lock":
@@ -172,15 +53,12 @@ def load_campaign(config: Config) -> dict | None:
     if not state_file.is_file():
         return None
     state = read_json(state_file)
-    before, now = _training_settings(state["config"]["settings"]), _training_settings(config.settings)
-    for settings in (before, now):      # device="" (the descriptor's choice) vs named alike
-        settings["device"] = settings.get("device") or config.device_type
-    changed = sorted(k for k in before.keys() | now.keys() if before.get(k) != now.get(k))
+    changed = runs.training_changes(state["config"]["settings"], config)
     seeds_differ = len(state["seeds"]) != config.runs or bool(
         config.seed_list and config.seed_list != state["seeds"])
     done = [result_path(config, i).is_file() for i in range(len(state["seeds"]))]
     finished = all(done)
-    other_hardware = _hardware_changes(config) if any(done) else []
+    other_hardware = runs.hardware_changes(folder / "system.json", config) if any(done) else []
     if config.new_campaign:
         if changed or seeds_differ or finished or other_hardware:
             _archive(config, "new_campaign=true")
@@ -188,7 +66,7 @@ def load_campaign(config: Config) -> dict | None:
         print(f"[campaign] new_campaign=true, but {folder} holds an unfinished campaign with the "
               "same settings: resuming it (move the folder away to discard it)", flush=True)
     if changed:
-        details = ", ".join(f"{k}: {before.get(k)!r} -> {now.get(k)!r}" for k in changed)
+        details = ", ".join(changed)
         raise CampaignError(
             f"{folder} holds a campaign run with other settings ({details}). Its complete runs "
             "are kept; to start a new campaign with these settings pass new_campaign=true "
@@ -224,88 +102,24 @@ def _write_system_description(config: Config) -> None:
     write_json(system_dir(config) / "system.json", run_description(config))
 
 
-def _set_aside(partial: Path, index: int) -> None:
-    attempts = partial.parent.parent / "attempts"
-    attempts.mkdir(exist_ok=True)
-    kept = attempts / f"result_{index}-{_stamp()}.txt"
-    partial.rename(kept)
-    print(f"[campaign] run {index + 1} was incomplete: its log is kept at {kept}; redoing it",
-          flush=True)
-
-
-def _launch(config: Config, train_args: list[str], progress: Path | None = None) -> int:
-    """One torchrun job; with `progress`, its output also goes to that file (the run's
-    transcript: results/<system>/progress/run_<i>.log). Ctrl-C (or SIGTERM)
-    stops it cleanly: torchrun gets SIGTERM and passes it to the workers, which log
-    run_stop aborted with the reason; then the campaign stops saying how to resume."""
-    copy = None
-    if progress is not None:
-        progress.parent.mkdir(parents=True, exist_ok=True)
-        copy = open(progress, "w")
-    job = subprocess.Popen(torchrun_command(config, train_args), cwd=REPO_ROOT, text=True, bufsize=1,
-                           stdout=subprocess.PIPE if copy else None,
-                           stderr=subprocess.STDOUT if copy else None)
-    try:
-        try:
-            return _relay(job, copy)
-        except KeyboardInterrupt:
-            # further signals (Ctrl-C again; SLURM signals every process of a job) are
-            # ignored while the job stops: it has its SIGTERM, and the killer bounds the wait
-            previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
-            try:
-                job.send_signal(signal.SIGTERM)
-                killer = threading.Timer(STOP_GRACE_S, job.kill)
-                killer.start()
-                try:
-                    _relay(job, copy)       # keep its last lines: the run_stop it logs
-                finally:
-                    killer.cancel()
-            finally:
-                for sig, handler in previous.items():
-                    signal.signal(sig, handler)
-            raise CampaignError("interrupted: the run in progress was stopped and its partial "
-                                "log kept; re-run the same command to resume (complete runs "
-                                "are kept, the interrupted one is redone)") from None
-    finally:
-        if copy:
-            copy.close()
-
-
-def _relay(job: subprocess.Popen, copy) -> int:
-    if copy is not None:
-        for line in job.stdout:
-            sys.stdout.write(line)
-            sys.stdout.flush()
-            copy.write(line)
-            copy.flush()
-    return job.wait()
-
-
-def plan_launch(config: Config) -> LaunchPlan:
-    """What preflight decided about `config`: what will run, then each change it made and each
-    note, on [campaign] lines."""
-    plan = launch_plan(config)
-    launched = plan.config
-    print(f"[campaign] system {launched.system_id} ({launched.system_name}): {launched.dataset} on "
-          f"{launched.device_type}, {launched.world_size} process(es)"
-          + (f", {launched.description['accelerator_model_name']}" if launched.device_type == "cuda" else
-             f", {cpu_threads(launched)} torch and {launched.workers_per_device} loader threads each"),
-          flush=True)
-    for note in plan.notes:
-        print(f"[campaign] {note}", flush=True)
-    return plan
+def require_target(config: Config) -> None:
+    """A campaign measures time to a target: a configuration without one is a tradeoff point."""
+    if config.target_accuracy is None:
+        raise ConfigError("target_accuracy=none trains whole budgets without a target: that is what "
+                          "`python -m submission tradeoff` runs (points of a curve, never scored); a "
+                          "campaign times each run to its target (MLPerf: 0.759)")
 
 
 def run_campaign(config: Config) -> int:
-    config = plan_launch(config).approved()
+    require_target(config)
+    config = runs.plan_launch(config).approved()
     if config.node_rank > 0:
         return follow_campaign(config)
     from .data.prepare import prepare
 
     folder = system_dir(config)
-    previous_sigterm = signal.signal(signal.SIGTERM, signal.default_int_handler)
-    try:
-        with Lock(folder):
+    with runs.terminate_as_interrupt():
+        with runs.Lock(folder):
             state = load_campaign(config)
             data = prepare(config)          # before anything is recorded: it may fail
             RunPlan.of(config, data.train_samples)  # refuses a set smaller than one step
@@ -318,8 +132,6 @@ def run_campaign(config: Config) -> int:
             write_json(data_file, data.to_dict())
             _run_all(config, state["seeds"], config_file, data_file)
             return finish_campaign(config)
-    finally:
-        signal.signal(signal.SIGTERM, previous_sigterm)
 
 
 def _run_all(config: Config, seeds: list[int], config_file: Path, data_file: Path) -> None:
@@ -333,35 +145,20 @@ def _run_all(config: Config, seeds: list[int], config_file: Path, data_file: Pat
         final = result_path(config, index)
         partial = final.with_name(final.name + ".partial")
         if partial.exists():
-            _set_aside(partial, index)
+            runs.set_aside(partial, system_dir(config) / "attempts", f"result_{index}", f"run {index + 1}")
         eta = ""
         if durations:
             eta = f"; campaign ETA {sum(durations) / len(durations) * (len(todo) - position):.1f} min"
         print(f"[campaign] run {index + 1}/{len(seeds)}, seed {seeds[index]}{eta}", flush=True)
         started = time.monotonic()
-        cleared = clear_cache(config)
-        progress = progress_log(config, index)
-        rc = _launch(config, [
+        runs.run_once(config, [
             "--config", str(config_file), "--data", str(data_file), "--run-index", str(index),
-            "--runs", str(len(seeds)), "--seed", str(seeds[index]), "--result", str(final),
-            "--cache-cleared", str(int(cleared)), "--remaining", str(len(todo) - position - 1),
-            "--progress", str(progress_records(config, index))],
-            progress=progress)
-        if rc != 0 or not final.is_file():
-            from .out_of_memory import reported
-            kept = f"its partial log is {partial}" if partial.exists() else "no log was written"
-            memory = reported(progress.read_text(errors="replace") if progress.is_file() else "")
-            if memory:
-                raise CampaignError(
-                    f"run {index + 1} failed (torchrun exit code {rc}): out of memory; {kept}. "
-                    "The same command would fail the same way; change the setting named here:\n"
-                    f"  {memory}")
-            raise CampaignError(
-                f"run {index + 1} failed (torchrun exit code {rc}); {kept}. Fix the cause and "
-                "re-run the same command: complete runs are kept, this one is redone.")
+            "--runs", str(len(seeds)), "--seed", str(seeds[index]),
+            "--remaining", str(len(todo) - position - 1), "--progress", str(progress_records(config, index))],
+            final, f"run {index + 1}", progress_log(config, index))
         durations.append((time.monotonic() - started) / 60)
     if not todo and config.num_nodes > 1:
-        _launch(config, ["--config", str(config_file), "--data", str(data_file), "--finish"])
+        runs.launch(config, ["--config", str(config_file), "--data", str(data_file), "--finish"])
 
 
 def follow_campaign(config: Config) -> int:
@@ -377,8 +174,8 @@ def follow_campaign(config: Config) -> int:
     write_json(config_file, config.to_dict())
     while True:
         state_file.unlink(missing_ok=True)
-        cleared = clear_cache(config)
-        rc = _launch(config, ["--config", str(config_file), "--data", str(data_file),
+        cleared = runs.clear_cache(config)
+        rc = runs.launch(config, ["--config", str(config_file), "--data", str(data_file),
                               "--follow", "--state", str(state_file), "--cache-cleared", str(int(cleared))])
         if rc != 0 or not state_file.is_file():
             raise CampaignError(f"node {config.node_rank}: a run failed (torchrun exit code {rc}); "
@@ -425,5 +222,5 @@ def dry_run(config: Config) -> str:
             "--run-index", "0", "--runs", str(config.runs), "--seed", "<seed>",
             "--result", str(result_path(config, 0))]
     resolved = json.dumps(config.to_dict(), indent=2)
-    command = " ".join(shlex.quote(part) for part in torchrun_command(config, args))
+    command = " ".join(shlex.quote(part) for part in runs.torchrun_command(config, args))
     return f"{resolved}\n\ntorchrun command for run 1 (on node {config.node_rank}):\n{command}"

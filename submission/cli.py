@@ -11,6 +11,7 @@
   project system=NAME profile=FILE [key=value ...] projected minutes and dollars of a run
   report RESULTS_DIR                               report.md with plots and tables
   bench [system=NAME] [key=value ...] [steps=N] [rounds=R] [json=FILE] [compare=composer|methods] [sweep=loader]   throughput figures (a profile for project)
+  tradeoff [grid=NAME|FILE] [point=K] [key=value ...] [--list|--report] | tradeoff published   top-1 against time and money across budgets
 """
 from __future__ import annotations
 
@@ -38,11 +39,12 @@ def _resolve(words: list[str]):
 
 
 def cmd_run(words: list[str]) -> int:
-    from . import campaign
+    from . import campaign, runs
     dry = "--dry-run" in words
     config = _resolve([w for w in words if w != "--dry-run"])
     if dry:
-        plan = campaign.plan_launch(config)        # may lower workers_per_device
+        campaign.require_target(config)
+        plan = runs.plan_launch(config)        # may lower workers_per_device
         try:
             plan.approved()
         finally:    # printed also when refused: it shows what would have run
@@ -152,6 +154,11 @@ def cmd_bench(words: list[str]) -> int:
     return main(words)
 
 
+def cmd_tradeoff(words: list[str]) -> int:
+    from .tradeoff.command import main
+    return main(words)
+
+
 # Each verb and the function that does it (the module docstring says what each does).
 VERBS: dict[str, Callable[[list[str]], int]] = {
     "run": cmd_run,
@@ -165,10 +172,11 @@ VERBS: dict[str, Callable[[list[str]], int]] = {
     "project": cmd_project,
     "report": cmd_report,
     "bench": cmd_bench,
+    "tradeoff": cmd_tradeoff,
 }
 
 # verbs without an argparse parser of their own: --help prints this module's usage
-MODULE_HELP_VERBS = ("run", "prepare", "compare", "describe", "settings", "project", "bench")
+MODULE_HELP_VERBS = ("run", "prepare", "compare", "describe", "settings", "project", "bench", "tradeoff")
 
 
 def _advice(exc: OSError) -> str:

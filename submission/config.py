@@ -278,22 +278,31 @@ def _apply(settings: dict[str, Any], updates: dict[str, Any], origin: str,
                 settings[key], origins[key] = value, origin
 
 
-def resolve(system: str | None = None, overrides: dict[str, str] | None = None) -> Config:
+def resolve(system: str | None = None, overrides: dict[str, str] | None = None,
+            layers: tuple[tuple[str, dict[str, Any]], ...] = ()) -> Config:
+    """The configuration of `overrides` (the command line) on `system`; `layers`, pairs of
+    (origin, settings), apply between the system's harness block and the command line (a
+    tradeoff grid's settings)."""
     overrides = dict(overrides or {})
     system = overrides.pop("system", None) or system or DEFAULT_SYSTEM
     descriptor = load_descriptor(system)
     harness = dict(descriptor.get("harness", {}))
     description = describe_machine({k: v for k, v in descriptor.items() if k != "harness"})
 
-    recipe_name = overrides.get("recipe") or harness.get("recipe") or DEFAULT_RECIPE
+    recipe_name = (overrides.get("recipe") or next((layer["recipe"] for _, layer in reversed(layers)
+                                                    if "recipe" in layer), None)
+                   or harness.get("recipe") or DEFAULT_RECIPE)
     settings = load_recipe(recipe_name)
     origins = {key: f"submission/recipes/{recipe_name}.yaml" for key in settings}
     for key, default in declared.defaults().items():
         settings.setdefault(key, copy.deepcopy(default))
-    dataset = _chosen_dataset(settings, harness, overrides)
+    above_system = {key: value for _, layer in layers for key, value in layer.items()} | overrides
+    dataset = _chosen_dataset(settings, harness, above_system)
     if dataset == "fashion-mnist":
         _apply(settings, _load_preset(recipe_name), EMBEDDED_ORIGIN, origins)
     _apply(settings, harness, f"systems/{system}.json", origins)
+    for origin, layer in layers:
+        _apply(settings, layer, origin, origins)
     _apply(settings, overrides, "the command line", origins)
     settings["recipe"], settings["dataset"] = recipe_name, dataset
     if settings["scale_schedule_ratio"] is None:

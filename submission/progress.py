@@ -101,16 +101,18 @@ class Reporter:
                      "lr": float(lr), "side": int(side), "img_per_s": rate,
                      "window_steps": window_steps, "window_s": window_s, "minutes": elapsed})
 
-    def evaluated(self, epoch: float, accuracy: float, target: float, seconds: float) -> None:
-        """After each evaluation: a line, and its seconds left out of the current window."""
+    def evaluated(self, epoch: float, accuracy: float, target: float | None, seconds: float) -> None:
+        """After each evaluation: a line, and its seconds left out of the current window
+        (target None: a run without a target, which trains its whole budget)."""
         self.accuracy = accuracy
         self.window_start += seconds
         if self.enabled:
-            mark = "reached" if accuracy >= target else "below"
-            print(f"{self.label} eval at epoch {epoch:.2f}: top-1 {accuracy:.4f} ({mark} target "
-                  f"{target}) in {seconds:.2f} s", flush=True)
+            mark = ("no target" if target is None else
+                    f"{'reached' if accuracy >= target else 'below'} target {target}")
+            print(f"{self.label} eval at epoch {epoch:.2f}: top-1 {accuracy:.4f} ({mark}) "
+                  f"in {seconds:.2f} s", flush=True)
             self._write({"kind": EVAL, "step": self.last_step, "epoch": float(epoch),
-                         "accuracy": float(accuracy), "target": float(target),
+                         "accuracy": float(accuracy), "target": None if target is None else float(target),
                          "seconds": float(seconds),
                          "minutes": (time.monotonic() - self.start) / 60})
 

@@ -119,8 +119,9 @@ class Settings:
     warmup_epochs: float = setting(RECIPE, "linear warmup, in epochs", admits=AT_LEAST_0)
     scale_warmup: bool = setting(RECIPE, "multiply warmup_epochs by scale_schedule_ratio too (Composer v0.7: no)")
     eval_every_epochs: float = setting(RECIPE, "evaluation cadence in epochs", admits=ABOVE_0)
-    target_accuracy: float = setting(RECIPE, "top-1 fraction that ends a run successfully",
-                                     admits=Range(0, 1, low_open=True))
+    target_accuracy: float | None = setting(RECIPE, "top-1 fraction that ends a run successfully; none: "
+                                                    "no target, the whole budget trains (tradeoff points)",
+                                            admits=Range(0, 1, low_open=True))
     precision: str = setting(RECIPE, "amp (autocast) or fp32", admits=("amp", "fp32"), profile=COMPARED)
     amp_dtype: str = setting(RECIPE, "autocast dtype when precision=amp: fp16 (with a GradScaler on "
                                      "CUDA) or bf16", admits=("bf16", "fp16"), profile=COMPARED)

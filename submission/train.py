@@ -190,7 +190,9 @@ def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed:
                            f"{plan.steps_per_epoch} were planned from data.json: was the .beton replaced?")
     STOP.in_loop = True
     last_step = plan.total_steps        # lowered when the ranks agree to stop early
-    step, epoch, accuracy, reached, reason = 0, 0, 0.0, False, "epoch budget exhausted"
+    step, epoch, accuracy, reached = 0, 0, 0.0, False
+    reason = ("epoch budget exhausted" if config.target_accuracy is not None else
+              "no target (target_accuracy=none): the whole budget trained")
     while step < last_step and not reached:
         epoch += 1
         log.epoch_start(epoch)
@@ -215,7 +217,7 @@ def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed:
                 log.eval_result(eval_epoch, accuracy)
                 report.evaluated(eval_epoch, accuracy, config.target_accuracy,
                                  time.monotonic() - eval_began)
-                reached = accuracy >= config.target_accuracy
+                reached = config.target_accuracy is not None and accuracy >= config.target_accuracy
             if step % config.progress_every_steps == 0 or evaluated:
                 # one decision for all ranks: they must leave the loop at the same step
                 diverged, out_of_time = dist_utils.agree_to_stop(
@@ -263,6 +265,8 @@ def parse_args(argv):
     parser.add_argument("--remaining", type=int, default=0, help="runs left after this one")
     parser.add_argument("--state", default="", help="follower: where to record runs remaining")
     parser.add_argument("--save-weights", default="", help="folder: each rank saves its final weights")
+    parser.add_argument("--label", default="", help="what the run's lines start with "
+                        "(default: [run I/N seed S])")
     parser.add_argument("--progress", default="", metavar="FILE",
                         help="rank 0 writes machine-readable progress (JSON lines) here")
     return parser.parse_args(argv)
@@ -290,7 +294,7 @@ def main(argv=None) -> int:
 
     partial = Path(args.result + ".partial") if ctx.is_main and args.result else None
     log = RunLog(str(partial) if partial else None)
-    label = f"[run {spec['run_index'] + 1}/{spec['runs']} seed {spec['seed']}]"
+    label = args.label or f"[run {spec['run_index'] + 1}/{spec['runs']} seed {spec['seed']}]"
     try:
         log.init_start(cache_cleared=bool(spec["cache_cleared"]))
         log.submission(config)
@@ -327,7 +331,8 @@ def main(argv=None) -> int:
     log.close()
     if partial:
         partial.rename(args.result)
-        verdict = "reached the target" if outcome.success else "ABORTED: target not reached"
+        verdict = ("reached the target" if outcome.success else "trained its whole budget (no target)"
+                   if config.target_accuracy is None else "ABORTED: target not reached")
         print(f"{label} {verdict}: top-1 {outcome.accuracy:.4f} after {outcome.epochs:.2f} "
               f"epochs, {outcome.minutes:.2f} min -> {args.result}", flush=True)
     dist_utils.cleanup()

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, quick_settings, run_submission
+from submission import runs
 from submission.results import CampaignError, result_path, system_dir, write_json
 from submission.system_description import run_description
 
@@ -183,7 +184,7 @@ def test_a_campaign_resumes_across_what_does_not_change_its_runs(tmp_path):
     recorded = run_description(config)
     memory = int(recorded["host_memory_capacity"].split()[0])
     write_json(system_dir(config) / "system.json", {**recorded, "host_memory_capacity": f"{memory - 1} GiB"})
-    assert campaign._hardware_changes(config) == []
+    assert runs.hardware_changes(system_dir(config) / "system.json", config) == []
     for old, new in (("86 GB", "80 GiB"), ("25 GB", "24 GiB"), ("80 GB", "80 GB")):   # H100 PCIe, RTX 4090
         assert campaign._same_size(old, new)
     assert not campaign._same_size("40 GB", "80 GB")
@@ -275,7 +276,7 @@ def test_followers_on_one_results_dir_keep_separate_state(tmp_path, cache_dir, m
         launched.append(config.node_rank)
         Path(args[args.index("--state") + 1]).write_text(json.dumps({"remaining": 0}))
         return 0
-    monkeypatch.setattr(campaign, "_launch", fake_launch)
+    monkeypatch.setattr(runs, "launch", fake_launch)
     for rank in (1, 2):
         config = resolve(None, parse_overrides(quick_settings(
             tmp_path, cache_dir, nodes=3, node_rank=rank, master_addr="127.0.0.1")))
@@ -292,6 +293,6 @@ def test_cache_clearing_command_is_printed_with_its_origin_before_it_runs(tmp_pa
     from submission.config import resolve
     marker = tmp_path / "ran"
     config = resolve("cpu", {"cache_clear_cmd": f"touch {marker}"})
-    assert campaign.clear_cache(config) and marker.is_file()
+    assert runs.clear_cache(config) and marker.is_file()
     assert f"`touch {marker}` (cache_clear_cmd, from the command line)" in capsys.readouterr().out
     assert resolve("p4d").origin("cache_clear_cmd") == "the harness defaults"

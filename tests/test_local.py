@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from submission import campaign, inventory, preflight
+from submission import campaign, inventory, preflight, runs
 from submission.config import ConfigError, resolve
 from submission.results import CampaignError, system_dir
 from submission.system_description import run_description
@@ -355,7 +355,7 @@ def test_the_fitted_loader_workers_are_what_the_campaign_records(cpus, tmp_path,
         launched.append(json.loads(open(args[args.index("--config") + 1]).read()))
         outputs.append((args[args.index("--progress") + 1], progress))
         return 1
-    monkeypatch.setattr(campaign, "_launch", fake_launch)
+    monkeypatch.setattr(runs, "launch", fake_launch)
     cfg = resolve(None, parse_overrides(settings))
     with pytest.raises(CampaignError, match="run 1 failed .* Fix the cause"):
         campaign.run_campaign(cfg)

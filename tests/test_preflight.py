@@ -57,10 +57,10 @@ def test_a_cpu_launch_with_fp16_is_refused_before_anything_is_written(tmp_path):
 
 
 def test_a_changed_published_loader_is_said_once_and_recorded(capsys):
-    from submission import campaign
+    from submission import runs
     from submission.system_description import run_description
     config = resolve("cpu", {"train_loader": "torchvision"})
-    campaign.plan_launch(config)
+    runs.plan_launch(config)
     said = [line for line in capsys.readouterr().out.splitlines() if "published loader" in line]
     assert said == ["[campaign] train_loader=torchvision (the command line): the mild recipe's published "
                     "loader is ffcv (submission/recipes/mild.yaml); the run's system description records "
@@ -72,11 +72,11 @@ def test_a_changed_published_loader_is_said_once_and_recorded(capsys):
 
 def test_the_launch_line_names_the_loader_threads_that_will_run(tmp_path, capsys, monkeypatch):
     """A lowered workers_per_device is what the first line says, and the note after it says why."""
-    from submission import campaign, distributed
+    from submission import distributed, runs
     monkeypatch.setattr(distributed, "usable_cpus", lambda: 2)
     config = resolve("local", {"data_dir": str(_images(tmp_path)), "device": "cpu", "precision": "fp32"})
     assert config.workers_per_device == 8
-    campaign.plan_launch(config)
+    runs.plan_launch(config)
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].endswith("1 process(es), 2 torch and 2 loader threads each"), lines[0]
     assert lines[1] == "[campaign] workers_per_device=2: 2 usable CPUs / 1 process(es) (was 8)"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from submission import campaign, score
+from submission import runs, score
 from submission.cli import main as cli_main
 from submission.results import CampaignError
 from submission.progress import Reporter
@@ -165,7 +165,7 @@ def test_launch_keeps_the_progress_lines(tmp_path, monkeypatch, capsys):
     script = "import sys; print('line one'); print('line two', flush=True); sys.exit(3)"
     monkeypatch.setattr(campaign, "torchrun_command", lambda config, args: [sys.executable, "-c", script])
     log = tmp_path / "progress" / "run_0.log"
-    assert campaign._launch(None, [], progress=log) == 3
+    assert runs.launch(None, [], progress=log) == 3
     assert log.read_text() == "line one\nline two\n"
     assert "line one\nline two\n" in capsys.readouterr().out
 
@@ -245,7 +245,7 @@ def test_a_second_signal_while_the_run_stops_still_ends_with_how_to_resume(tmp_p
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler)   # as run_campaign
     try:
         with pytest.raises(CampaignError, match="re-run the same command to resume"):
-            campaign._launch(None, [], progress=log)
+            runs.launch(None, [], progress=log)
     except KeyboardInterrupt:
         pytest.fail("the second signal escaped _launch as KeyboardInterrupt")
     finally:

@@ -1,0 +1,255 @@
+"""One run, launched as a campaign and a tradeoff launch it, and the records they share.
+
+  torchrun_command  python -m torch.distributed.run ... -m submission.train (one node or several)
+  run_once          the page cache cleared, torchrun started, its output kept, its end checked
+  launch            one torchrun job; Ctrl-C (or SIGTERM) stops it cleanly, saying how to resume
+  Lock              one writer per results folder (a campaign's, a tradeoff point's)
+  set_aside         an interrupted run's log moved to attempts/, never deleted
+  training_changes  the settings that change what a run computes, compared with a record
+  hardware_changes  the machine of a launch compared with the system.json of earlier runs
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime
+import fcntl
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from . import settings as declared
+from .config import REPO_ROOT, Config
+from .distributed import cpu_threads
+from .preflight import LaunchPlan, launch_plan
+from .results import CampaignError, read_json
+from .system_description import run_description
+
+
+STOP_GRACE_S = 60     # after Ctrl-C, how long the workers get to log run_stop and exit
+
+
+def stamp() -> str:
+    return datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+
+
+def torchrun_command(config: Config, train_args: list[str]) -> list[str]:
+    launcher = [sys.executable, "-m", "torch.distributed.run",
+                f"--nproc_per_node={config.processes_per_node}", "--max_restarts=0"]
+    if config.num_nodes == 1:
+        launcher.append("--standalone")
+    else:
+        launcher += [f"--nnodes={config.num_nodes}", f"--node_rank={config.node_rank}",
+                     f"--master_addr={config.master_addr}", f"--master_port={config.master_port}"]
+    return launcher + ["-m", "submission.train", *train_args]
+
+
+def clear_cache(config: Config) -> bool:
+    """Run cache_clear_cmd (from the system descriptor or the command line only), saying so."""
+    if not config.cache_clear_cmd:
+        return False
+    print(f"[campaign] clearing the page cache: `{config.cache_clear_cmd}` (cache_clear_cmd, "
+          f"from {config.origin('cache_clear_cmd')})", flush=True)
+    done = subprocess.run(config.cache_clear_cmd, shell=True, capture_output=True, text=True)
+    if done.returncode:
+        raise CampaignError(
+            f"cache_clear_cmd `{config.cache_clear_cmd}` failed ({done.stderr.strip() or done.returncode}); "
+            "MLPerf clears the page cache before each run, which usually needs root. Run as root, "
+            "or pass cache_clear_cmd= to skip it (the logs then say cache_clear false).")
+    return True
+
+
+def plan_launch(config: Config, say: str = "[campaign]") -> LaunchPlan:
+    """What preflight decided about `config`: what will run, then each change it made and each
+    note, on lines that start with `say`."""
+    plan = launch_plan(config)
+    launched = plan.config
+    print(f"{say} system {launched.system_id} ({launched.system_name}): {launched.dataset} on "
+          f"{launched.device_type}, {launched.world_size} process(es)"
+          + (f", {launched.description['accelerator_model_name']}" if launched.device_type == "cuda" else
+             f", {cpu_threads(launched)} torch and {launched.workers_per_device} loader threads each"),
+          flush=True)
+    for note in plan.notes:
+        print(f"{say} {note}", flush=True)
+    return plan
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt():
+    """SIGTERM (SLURM's signal, a `kill`) stops what runs inside as Ctrl-C does."""
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def run_once(config: Config, train_args: list[str], final: Path, what: str,
+             progress: Path) -> None:
+    """One run, as a campaign and a tradeoff launch it: the page cache cleared, torchrun
+    started on submission.train with `train_args` (its --result is `final`), the output kept
+    in `progress`; a CampaignError saying what to do when it does not end with `final`."""
+    cleared = clear_cache(config)
+    rc = launch(config, [*train_args, "--result", str(final), "--cache-cleared", str(int(cleared))],
+                progress=progress)
+    if rc == 0 and final.is_file():
+        return
+    from .out_of_memory import reported
+    partial = final.with_name(final.name + ".partial")
+    kept = f"its partial log is {partial}" if partial.exists() else "no log was written"
+    memory = reported(progress.read_text(errors="replace") if progress.is_file() else "")
+    if memory:
+        raise CampaignError(
+            f"{what} failed (torchrun exit code {rc}): out of memory; {kept}. "
+            "The same command would fail the same way; change the setting named here:\n"
+            f"  {memory}")
+    raise CampaignError(
+        f"{what} failed (torchrun exit code {rc}); {kept}. Fix the cause and "
+        "re-run the same command: complete runs are kept, this one is redone.")
+
+
+def launch(config: Config, train_args: list[str], progress: Path | None = None) -> int:
+    """One torchrun job; with `progress`, its output also goes to that file (the run's
+    transcript: results/<system>/progress/run_<i>.log). Ctrl-C (or SIGTERM)
+    stops it cleanly: torchrun gets SIGTERM and passes it to the workers, which log
+    run_stop aborted with the reason; then the campaign stops saying how to resume."""
+    copy = None
+    if progress is not None:
+        progress.parent.mkdir(parents=True, exist_ok=True)
+        copy = open(progress, "w")
+    job = subprocess.Popen(torchrun_command(config, train_args), cwd=REPO_ROOT, text=True, bufsize=1,
+                           stdout=subprocess.PIPE if copy else None,
+                           stderr=subprocess.STDOUT if copy else None)
+    try:
+        try:
+            return relay(job, copy)
+        except KeyboardInterrupt:
+            # further signals (Ctrl-C again; SLURM signals every process of a job) are
+            # ignored while the job stops: it has its SIGTERM, and the killer bounds the wait
+            previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                job.send_signal(signal.SIGTERM)
+                killer = threading.Timer(STOP_GRACE_S, job.kill)
+                killer.start()
+                try:
+                    relay(job, copy)       # keep its last lines: the run_stop it logs
+                finally:
+                    killer.cancel()
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+            raise CampaignError("interrupted: the run in progress was stopped and its partial "
+                                "log kept; re-run the same command to resume (complete runs "
+                                "are kept, the interrupted one is redone)") from None
+    finally:
+        if copy:
+            copy.close()
+
+
+def relay(job: subprocess.Popen, copy) -> int:
+    if copy is not None:
+        for line in job.stdout:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+            copy.write(line)
+            copy.flush()
+    return job.wait()
+
+
+class Lock:
+    """One campaign per results folder at a time."""
+
+    def __init__(self, folder: Path):
+        # the folders this lock creates, outermost last: a campaign that records nothing removes them
+        self.created = [path for path in (folder, *folder.parents) if not path.exists()]
+        folder.mkdir(parents=True, exist_ok=True)
+        self.path = folder / ".lock"
+        self.handle = open(self.path, "a+")
+
+    def __enter__(self):
+        try:
+            fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.handle.seek(0)
+            holder = self.handle.read().strip() or "?"
+            self.handle.close()
+            raise CampaignError(f"another campaign is writing {self.path.parent} "
+                                f"(pid {holder}); wait for it to end") from None
+        self.handle.seek(0)
+        self.handle.truncate()
+        self.handle.write(str(os.getpid()))
+        self.handle.flush()
+        return self
+
+    def __exit__(self, *exc):
+        # a campaign that failed before recording anything leaves no folder behind
+        if self.created and [p.name for p in self.path.parent.iterdir()] == [".lock"]:
+            self.path.unlink()
+            for folder in self.created:
+                if any(folder.iterdir()):
+                    break
+                folder.rmdir()
+        fcntl.flock(self.handle, fcntl.LOCK_UN)
+        self.handle.close()
+
+
+def training_settings(settings: dict) -> dict:
+    """The settings that change what a run computes (all but the operational ones: they may
+    differ when a campaign resumes)."""
+    operational = set(declared.names(declared.OPERATIONAL))
+    return {k: v for k, v in settings.items() if k not in operational}
+
+
+def training_changes(recorded: dict, config: Config) -> list[str]:
+    """"setting: before -> now" for each setting that changes what a run computes and differs
+    between `recorded` (settings a run was started with) and `config`."""
+    before, now = training_settings(recorded), training_settings(config.settings)
+    for settings in (before, now):      # device="" (the descriptor's choice) vs named alike
+        settings["device"] = settings.get("device") or config.device_type
+    return [f"{k}: {before.get(k)!r} -> {now.get(k)!r}"
+            for k in sorted(before.keys() | now.keys()) if before.get(k) != now.get(k)]
+
+
+# The system.json fields that say which machine and software ran a campaign's runs
+RUN_IDENTITY_FIELDS = (
+    "accelerators_per_node", "accelerator_model_name", "accelerator_memory_capacity",
+    "number_of_nodes", "host_processor_model_name", "host_processors_per_node",
+    "host_processor_core_count", "host_processor_vcpu_count", "host_memory_capacity",
+    "framework")
+
+
+def hardware_changes(recorded_file: Path, config: Config) -> list[str]:
+    """How this launch's description differs from `recorded_file`, the system.json of earlier
+    runs ([] when it does not, or there is none)."""
+    if not recorded_file.is_file():
+        return []
+    recorded, now = read_json(recorded_file), run_description(config)
+
+    def same(key: str) -> bool:
+        before, after = str(recorded.get(key, "")), str(now.get(key, ""))
+        return _same_size(before, after) if key.endswith("memory_capacity") else before == after
+    return [f"{key}: {recorded.get(key, '')!r} -> {now.get(key, '')!r}"
+            for key in RUN_IDENTITY_FIELDS if not same(key)]
+
+
+def _same_size(before: str, after: str) -> bool:
+    """Two memory sizes as system.json writes them, alike within rounding: the host's moves
+    by a GiB with a kernel update, and earlier versions of this harness wrote a GPU's
+    measured memory in GB where it is now in GiB ("86 GB" then, "80 GiB" now)."""
+    from .inventory import stated_bytes
+    sizes = stated_bytes(before), stated_bytes(after)
+    if not all(sizes):
+        return before == after
+    return abs(sizes[0] - sizes[1]) <= max(2**30, 0.03 * sizes[0])
+
+
+def set_aside(partial: Path, attempts: Path, stem: str, what: str) -> Path:
+    """Move the interrupted log of `what` ("run 2") into `attempts` as <stem>-<time>.txt
+    (kept, never deleted), said on a line."""
+    attempts.mkdir(parents=True, exist_ok=True)
+    kept = attempts / f"{stem}-{stamp()}.txt"
+    partial.rename(kept)
+    print(f"[campaign] {what} was incomplete: its log is kept at {kept}; redoing it", flush=True)
+    return kept

@@ -1,0 +1,123 @@
+"""`python -m submission tradeoff`: run a grid's points one after another, then write its report.
+
+    tradeoff [grid=NAME|FILE] [system=NAME] [key=value ...]   every point not finished, then the report
+    tradeoff grid=NAME point=K [...]       point K alone (one SLURM array task: scripts/slurm/run.sbatch)
+    tradeoff grid=NAME --list [...]        the points with their numbers, and the SLURM array command
+    tradeoff grid=NAME --report [...]      the report of the points finished so far, running none
+    tradeoff published                     the write-ups' ImageNet points, drawn per system
+
+The default grid is `embedded` (Fashion-MNIST) without data_dir, `imagenet` with it. On an
+ImageNet grid, profile=FILE [loader_profile=FILE] [dp_efficiency=F] [systems=A,B] also
+projects every point's minutes and dollars to each system with accelerators (or those named).
+"""
+from __future__ import annotations
+
+import fcntl
+from pathlib import Path
+
+from .. import descriptor, published
+from ..config import REPO_ROOT, Config, parse_overrides
+from ..errors import ConfigError
+from . import points as grid_points
+from . import report
+from .grid import Grid, load_grid
+
+OPTIONS = ("grid", "point", "profile", "loader_profile", "systems", "dp_efficiency")
+FLAGS = ("--list", "--report")
+
+
+def main(words: list[str]) -> int:
+    flags = [w for w in words if w.startswith("--")]
+    unknown = [f for f in flags if f not in FLAGS]
+    if unknown:
+        raise ConfigError(f"tradeoff knows {', '.join(FLAGS)}, not {', '.join(unknown)}")
+    words = [w for w in words if not w.startswith("--")]
+    if words[:1] == ["published"]:
+        return draw_published(parse_overrides(words[1:]))
+    given = parse_overrides(words)
+    options = {key: given.pop(key) for key in OPTIONS if key in given}
+    grid = load_grid(options.get("grid") or ("imagenet" if given.get("data_dir") else "embedded"))
+    points = grid.points()
+    configs = {p.index: grid_points.point_config(grid, p, given) for p in points}
+    first = configs[points[0].index]
+    folder = grid_points.grid_folder(grid, first)
+    if "--list" in flags:
+        print(listing(grid, points, folder, words))
+        return 0
+    chosen = _chosen(points, options.get("point"))
+    if "--report" not in flags:
+        grid_points.record_grid(grid, first, folder, given)
+        for point in chosen:
+            grid_points.run_point(grid, point, configs[point.index], folder, len(points))
+    path = write(grid, first, folder, len(points), options)
+    print(f"[tradeoff] report: {path}")
+    return 0
+
+
+def _chosen(points, point: str | None):
+    if point is None:
+        return points
+    if not (point.isdigit() and int(point) < len(points)):
+        raise ConfigError(f"point={point}: this grid has points 0 to {len(points) - 1} (--list shows them)")
+    return [points[int(point)]]
+
+
+def listing(grid: Grid, points, folder: Path, words: list[str]) -> str:
+    lines = [f"grid {grid.name} ({grid.source}): {len(points)} points, results in {folder}", "",
+             "| point | configuration | budget | seed | finished |", "|---|---|---|---|---|"]
+    lines += [f"| {p.index} | {p.configuration} | {p.budget:g} ({grid.budget_key}) | {p.seed} | "
+              f"{'yes' if grid_points.is_finished(folder, p) else 'no'} |" for p in points]
+    given = " ".join(w for w in words if not w.startswith("point="))
+    lines += ["", "On a SLURM cluster, one array task a point:",
+              f"  sbatch --array=0-{len(points) - 1} scripts/slurm/run.sbatch tradeoff {given}".rstrip()]
+    return "\n".join(lines)
+
+
+def write(grid: Grid, config: Config, folder: Path, expected: int, options: dict) -> Path:
+    """The report of the points finished so far; one writer at a time (array tasks finish together)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".report.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        finished = grid_points.finished_points(grid, folder)
+        measured = report.Measured(
+            grid, config.system_id, config.system_name, _machine(config), config.dataset,
+            config.price_usd_per_hour, finished, expected)
+        if options.get("profile"):
+            from .projected import project_points
+            measured.projected, measured.projection_notes = project_points(grid, finished, options)
+        return report.write_report(folder, measured)
+
+
+def _machine(config: Config) -> str:
+    described = config.description
+    if config.device_type == "cuda":
+        return f"{config.accelerators_per_node}x {described.get('accelerator_model_name', 'GPU')}"
+    return f"{described.get('host_processor_model_name') or 'a CPU'} ({described.get('host_processor_vcpu_count', '?')} vCPUs)"
+
+
+def draw_published(given: dict[str, str]) -> int:
+    """The write-ups' ImageNet tradeoff points, one plot per system that has some, and a table
+    with their dollars at each descriptor's price."""
+    if set(given) - {"results_dir"}:
+        raise ConfigError("tradeoff published takes only results_dir=")
+    root = Path(given.get("results_dir", "results"))
+    folder = (root if root.is_absolute() else REPO_ROOT / root) / "tradeoff" / "published"
+    folder.mkdir(parents=True, exist_ok=True)
+    from .plots import plot_tradeoff
+    systems = sorted({p.system for p in published.POINTS if p.system})
+    lines = ["# Published tradeoff points of the write-ups, per system", "",
+             "Top-1 against training minutes (evaluation and checkpointing excluded) as published; "
+             "dollars at each system descriptor's price. Nothing here was measured by this harness.", ""]
+    for system in systems:
+        price = descriptor.load_descriptor(system).get("harness", {}).get("price_usd_per_hour", 0.0)
+        path = plot_tradeoff([], folder / f"published-{system}.png", published=published.points_for(system),
+                             title=f"published points on {system}")
+        lines += [f"## {system}", "", f"![{system}]({path.name})", ""]
+        lines += report.published_table([system])[2:]
+        if price:
+            lines += [f"At ${price:g}/hour (systems/{system}.json): "
+                      + "; ".join(f"{p.configuration} {p.top1 * 100:.1f}% ${p.minutes / 60 * price:,.2f}"
+                                  for p in published.points_for(system)), ""]
+    (folder / report.REPORT).write_text("\n".join(lines) + "\n")
+    print(f"[tradeoff] published points: {folder / report.REPORT}")
+    return 0

@@ -1,0 +1,151 @@
+"""The points of a grid on this machine: each one run, with the machinery of a campaign run.
+
+    <results_dir>/tradeoff/<grid>/<system_name>/
+      grid.json                         the grid as read, and the settings given for all points
+      system.json                       the MLPerf description of the machine the points ran on
+      points/<slug>/config.json, data.json
+      points/<slug>/log.txt             the run's MLLOG lines, once it trained its whole budget
+                                        (log.txt.partial while it runs)
+      points/<slug>/progress.jsonl, run.log
+      points/<slug>/point.json          the point's figures (tradeoff.analysis.Point)
+      attempts/                         logs of interrupted points, kept aside
+
+A point is locked while it runs (one SLURM array task each), never rewritten once finished,
+and redone when a run of it was interrupted. Its log is an MLPerf log of a run without a target:
+it is never scored or packaged (its run_stop says why).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .. import runs
+from ..config import Config, resolve
+from ..errors import ConfigError
+from ..results import CampaignError, read_json, results_root, write_json
+from ..system_description import run_description
+from .analysis import Evaluation, Point
+from .grid import COMMAND_LINE_KEYS, Grid, GridPoint
+
+LOG, RECORD = "log.txt", "point.json"
+
+
+def point_config(grid: Grid, point: GridPoint, overrides: dict[str, str]) -> Config:
+    """The point's configuration: the grid's settings and the configuration's, then the
+    command line's, which may not change what the grid sets."""
+    clashes = sorted((set(overrides) - set(COMMAND_LINE_KEYS)) & set(point.settings))
+    if clashes:
+        raise ConfigError(f"{', '.join(f'{k}={overrides[k]}' for k in clashes)}: the grid ({grid.source}) "
+                          "sets it for its points; change it in the grid file, or give another grid")
+    try:
+        return resolve(None, overrides, layers=((f"grid {grid.source}", point.settings),))
+    except ConfigError as exc:
+        raise ConfigError(f"point {point.index} ({point.label}): {exc}") from None
+
+
+def grid_folder(grid: Grid, config: Config) -> Path:
+    return results_root(config) / "tradeoff" / grid.name / config.system_name
+
+
+def point_folder(folder: Path, point: GridPoint) -> Path:
+    return folder / "points" / point.slug
+
+
+def is_finished(folder: Path, point: GridPoint) -> bool:
+    return (point_folder(folder, point) / LOG).is_file()
+
+
+def run_point(grid: Grid, point: GridPoint, config: Config, folder: Path, count: int) -> None:
+    """Train the point's whole budget, unless it is finished already."""
+    where = point_folder(folder, point)
+    if is_finished(folder, point):
+        print(f"[tradeoff] point {point.index}/{count - 1} ({point.label}) already finished: {where / LOG}",
+              flush=True)
+        return
+    config = runs.plan_launch(config, say="[tradeoff]").approved()
+    with runs.Lock(where):
+        _check_recorded(where, config)
+        partial = where / (LOG + ".partial")
+        if partial.exists():
+            runs.set_aside(partial, where.parent.parent / "attempts", point.slug, f"point {point.index}")
+        from ..data.prepare import prepare
+        data = prepare(config)
+        config_file, data_file = where / "config.json", where / "data.json"
+        write_json(config_file, config.to_dict())
+        write_json(data_file, data.to_dict())
+        print(f"[tradeoff] point {point.index}/{count - 1}: {point.label}", flush=True)
+        label = f"[point {point.index}/{count - 1} {point.configuration} @{point.budget:g} seed {point.seed}]"
+        runs.run_once(config, ["--config", str(config_file), "--data", str(data_file),
+                               "--seed", str(point.seed), "--label", label,
+                               "--progress", str(where / "progress.jsonl")],
+                      where / LOG, f"point {point.index} ({point.label})", where / "run.log")
+        write_json(where / RECORD, point_record(point, where / LOG, config.price_usd_per_hour).to_dict())
+
+
+def _check_recorded(where: Path, config: Config) -> None:
+    """A point's folder holds the run of these settings, or none."""
+    recorded = where / "config.json"
+    if not recorded.is_file():
+        return
+    changes = runs.training_changes(read_json(recorded)["settings"], config)
+    if changes:
+        raise CampaignError(f"{where} holds a run of this point with other settings ({', '.join(changes)}); move the "
+                            "folder aside to run the point with these, or use another results_dir")
+
+
+def point_record(point: GridPoint, log: Path, price_usd_per_hour: float) -> Point:
+    """The point's figures from its MLPerf log: top-1 at the end of the budget, and the
+    minutes from run_start to run_stop with the evaluations left out (as the write-ups count
+    training time), at each evaluation too."""
+    from mlperf_logging.compliance_checker.mlp_parser import parse_file
+    lines, _ = parse_file(str(log), ruleset="2.0.0")
+    first = {}
+    evaluations, eval_ms, eval_began = [], 0.0, None
+    for line in lines:
+        first.setdefault(line.key, line)
+        if line.key == "eval_start":
+            eval_began = line.timestamp
+        elif line.key == "eval_accuracy":
+            top1 = float(line.value["value"])
+        elif line.key == "eval_stop" and eval_began is not None:
+            minutes = (eval_began - first["run_start"].timestamp - eval_ms) / 60000
+            evaluations.append(Evaluation(max(minutes, 0.0), top1))
+            eval_ms += line.timestamp - eval_began
+    if "run_stop" not in first or not evaluations:
+        raise CampaignError(f"{log} has no run_stop or no evaluation: not a finished point")
+    minutes = (first["run_stop"].timestamp - first["run_start"].timestamp - eval_ms) / 60000
+    cost = minutes / 60 * price_usd_per_hour if price_usd_per_hour else None
+    return Point(point.configuration, point.budget, point.seed, evaluations[-1].top1, minutes, cost,
+                 tuple(evaluations))
+
+
+def finished_points(grid: Grid, folder: Path) -> list[Point]:
+    """The figures of every finished point of the grid in `folder` (point.json, or read from
+    its log where a run was stopped before writing it)."""
+    found = []
+    price = float(read_json(folder / "grid.json").get("price_usd_per_hour") or 0.0) \
+        if (folder / "grid.json").is_file() else 0.0
+    for point in grid.points():
+        where = point_folder(folder, point)
+        if not (where / LOG).is_file():
+            continue
+        record = where / RECORD
+        if not record.is_file():
+            write_json(record, point_record(point, where / LOG, price).to_dict())
+        found.append(Point.from_dict(json.loads(record.read_text())))
+    return found
+
+
+def record_grid(grid: Grid, config: Config, folder: Path, overrides: dict[str, str]) -> None:
+    """grid.json and system.json: what the grid is and which machine runs it; a folder whose
+    points ran on other hardware is refused, as a campaign's is."""
+    folder.mkdir(parents=True, exist_ok=True)
+    changes = runs.hardware_changes(folder / "system.json", config)
+    if changes:
+        raise CampaignError(f"{folder} holds points run on other hardware or software ({'; '.join(changes)}): "
+                            "one tradeoff's points share one machine; give this machine another results_dir")
+    write_json(folder / "system.json", run_description(config))
+    write_json(folder / "grid.json", {"grid": grid.to_dict(), "command_line": overrides,
+                                      "system": config.system_id, "system_name": config.system_name,
+                                      "price_usd_per_hour": config.price_usd_per_hour,
+                                      "price_source": config.price_source, "price_date": config.price_date})
