@@ -1,6 +1,7 @@
 """A campaign: prepare the data once, then N runs with distinct seeds, each one torchrun job.
 
-State lives in results/<system_name>/ (its layout and JSON: submission.results):
+State lives in results/<system_name>/ (its layout: submission.results; its JSON, written
+atomically: submission.jsonfile):
   campaign.json       seeds and the settings the campaign was started with
   config.json         the resolved configuration the runs read; data.json: the .beton files
   system.json         the MLPerf system description as run (host fields filled)
@@ -30,9 +31,10 @@ import time
 from pathlib import Path
 
 from .config import REPO_ROOT, Config, ConfigError
+from .jsonfile import write_json
 from .preflight import LaunchPlan, launch_plan
 from .results import (CampaignError, progress_log, progress_records, read_json, result_path,
-                      results_root, system_dir, write_json)
+                      results_root, system_dir)
 from .step import RunPlan
 from .system_description import run_description
 

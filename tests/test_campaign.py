@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, quick_settings, run_submission
-from submission.results import CampaignError, result_path, system_dir, write_json
+from submission.jsonfile import write_json
+from submission.results import CampaignError, result_path, system_dir
 from submission.system_description import run_description
 
 pytestmark = pytest.mark.timeout(900)

@@ -39,6 +39,7 @@ import numpy as np
 import psutil
 
 from ..config import REPO_ROOT, Config, ConfigError
+from ..jsonfile import write_json
 from . import sources
 
 FORMAT_VERSION = 1   # bump when the way .beton files are written changes
@@ -72,7 +73,7 @@ class PreparedData:
         return asdict(self)
 
     def save(self, path: Path) -> None:
-        Path(path).write_text(json.dumps(asdict(self), indent=1))
+        write_json(Path(path), self.to_dict())
 
 
 def _subset_indices(total: int, limit: int) -> np.ndarray:
@@ -190,7 +191,7 @@ def check_images(split: sources.FolderSplit, workers: int, manifest: Path,
         problem = problem or unusable(height, width)
         if problem:
             split.bad.append((path, problem))
-    _write_json_atomic(manifest, {**known, **verdicts})
+    write_json(manifest, {**known, **verdicts}, compact=True)
 
 
 def _read_manifest(path: Path) -> dict:
@@ -199,15 +200,6 @@ def _read_manifest(path: Path) -> dict:
         return data if isinstance(data, dict) else {}
     except (OSError, ValueError):
         return {}          # missing or damaged: every image is checked again
-
-
-def _write_json_atomic(path: Path, data) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        tmp.write_text(json.dumps(data))
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 class Progress:
@@ -415,8 +407,8 @@ def _listing(bad: list[tuple[Path, str]]) -> str:
 def _forget_verdicts(manifest: Path, paths: list[Path]) -> None:
     """So that the next run checks these images again."""
     known = _read_manifest(manifest)
-    _write_json_atomic(manifest, {key: seen for key, seen in known.items()
-                                  if key not in {str(p) for p in paths}})
+    write_json(manifest, {key: seen for key, seen in known.items()
+                          if key not in {str(p) for p in paths}}, compact=True)
 
 
 # An FFCV .beton starts with its header (format version, field count, page size, sample
