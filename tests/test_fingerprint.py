@@ -19,7 +19,8 @@ import pytest
 from conftest import REPO, free_port, quick_settings
 from submission.config import parse_overrides, resolve
 from submission.data import fingerprint
-from submission.data.prepare import HEAD_BYTES, head_sha256, prepare
+from submission.data.beton_cache import HEAD_BYTES, head_sha256
+from submission.data.prepare import prepare
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -9,8 +9,8 @@ overlap or drop shards. train.main gathers every rank's fingerprint before run_s
 stops every rank, with the message of `unlike_data`, when they differ.
 
 A fingerprint holds, for each split, the sample count, the .beton file's size and the
-sha256 of its head (prepare.head_sha256, which prepare records in data.json when it writes
-or reuses the file); the number of classes; and the write settings the node prepared with.
+sha256 of its head (beton_cache.head_sha256, which prepare records in data.json when it
+writes or reuses the file); the number of classes; and the write settings the node prepared with.
 Nothing here opens a .beton: before run_start the run reads none of the data (file sizes
 come from the file system). Paths are left out: nodes may keep identical files in other
 places.
@@ -21,7 +21,7 @@ import os
 import socket
 from pathlib import Path
 
-from .prepare import PreparedData
+from .prepared_data import PreparedData
 
 # The Config settings that say how images were written into the .beton files. PreparedData
 # does not record them; the configuration a node prepared its data with does (the node's own
