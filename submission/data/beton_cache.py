@@ -28,17 +28,27 @@ from .writer_watchdog import interrupted_if_a_writer_dies, release_shared_memory
 
 FORMAT_VERSION = 1   # bump when the way .beton files are written changes
 
+# The Config settings that say how images are written, each with the name FFCV's
+# RGBImageField gives it. The cache key holds FFCV's names: renaming one there would
+# write every cached .beton again.
+WRITE_SETTINGS = {"write_mode": "write_mode", "write_max_resolution": "max_resolution",
+                  "write_jpeg_quality": "jpeg_quality",
+                  "write_compress_probability": "compress_probability"}
+
 
 def write_settings(config: Config) -> dict:
-    """FFCV RGBImageField's arguments for the configuration's write settings."""
-    return {"write_mode": config.write_mode, "max_resolution": config.write_max_resolution,
-            "jpeg_quality": config.write_jpeg_quality,
-            "compress_probability": config.write_compress_probability}
+    """{Config setting: value} of the settings the images are written with (data.json
+    records them)."""
+    return {name: getattr(config, name) for name in WRITE_SETTINGS}
+
+
+def _image_field_arguments(settings: dict) -> dict:
+    return {WRITE_SETTINGS[name]: value for name, value in settings.items()}
 
 
 def cache_key(split, settings: dict) -> str:
     """The 16 hex digits that name the split's .beton written with `settings`."""
-    key = {"format": FORMAT_VERSION, "write": settings,
+    key = {"format": FORMAT_VERSION, "write": _image_field_arguments(settings),
            "source": split.fingerprint(), "samples": len(split)}
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -83,7 +93,7 @@ def _write_beton(split, path: Path, settings: dict, workers: int) -> list[tuple[
     tmp = _temp_name(path)
     try:
         writer = DatasetWriter(str(tmp), {
-            "image": RGBImageField(**settings),
+            "image": RGBImageField(**_image_field_arguments(settings)),
             "label": IntField(),
         }, num_workers=workers)
         print(f"writing {path} ({len(split)} images)", file=sys.stderr, flush=True)

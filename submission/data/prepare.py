@@ -88,4 +88,4 @@ def prepare(config: Config) -> PreparedData:
                         synthetic_train_path=str(synthetic_train),
                         synthetic_val_path=str(synthetic_val), synthetic_samples=count,
                         train_head_sha256=head_sha256(train_path),
-                        val_head_sha256=head_sha256(val_path))
+                        val_head_sha256=head_sha256(val_path), write_settings=settings)

@@ -3,7 +3,7 @@ as data.json, which the training processes read (they open no image folder)."""
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..jsonfile import write_json
@@ -25,6 +25,9 @@ class PreparedData:
     # the ranks compare them before run_start without opening the files (data.fingerprint)
     train_head_sha256: str = ""
     val_head_sha256: str = ""
+    # how the images were written ({setting: value}, beton_cache.write_settings): the ranks
+    # compare them too (empty in a data.json written before they were recorded)
+    write_settings: dict = field(default_factory=dict)
 
     @classmethod
     def load(cls, path: Path) -> "PreparedData":

@@ -9,7 +9,10 @@ import pytest
 
 from image_folders import (FFCV_FINALIZER_NOISE, cache_contents, config, error_of, make_nested,
                            write_image)
+from submission.config import resolve
+from submission.data.beton_cache import cache_key, write_settings
 from submission.data.prepare import prepare
+from submission.data.synthetic import SyntheticSplit
 
 pytestmark = FFCV_FINALIZER_NOISE
 
@@ -119,3 +122,12 @@ def test_temp_files_of_dead_conversions_are_removed(tmp_path, capfd):
     err = capfd.readouterr().err
     assert f"removed {dead} (2.0 MB), left by process {finished.pid}" in err
 
+
+@pytest.mark.parametrize("system, split, key", [
+    ("cpu", SyntheticSplit(64, 10, (28, 28)), "6a891730b111168b"),
+    ("p4d", SyntheticSplit(256, 1000, (500, 500)), "5433b499eff7eb4d")])
+def test_the_cache_keys_of_earlier_versions_still_name_the_files(system, split, key):
+    """A .beton cached by an earlier version is found again: on ImageNet, a changed key
+    would cost hours of writing. The keys were taken from the version before the write
+    settings were recorded in data.json."""
+    assert cache_key(split, write_settings(resolve(system, {}))) == key
