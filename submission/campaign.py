@@ -35,7 +35,6 @@ from .jsonfile import write_json
 from .preflight import LaunchPlan, launch_plan
 from .results import (CampaignError, progress_log, progress_records, read_json, result_path,
                       results_root, system_dir)
-from .step import RunPlan
 from .system_description import run_description
 
 # Settings that do not change what a run computes: they may differ on resume.
@@ -307,8 +306,9 @@ def run_campaign(config: Config) -> int:
     try:
         with Lock(folder):
             state = load_campaign(config)
-            data = prepare(config)          # before anything is recorded: it may fail
-            RunPlan.of(config, data.train_samples)  # refuses a set smaller than one step
+            # before anything is recorded: it may fail, and it refuses a training set
+            # smaller than one step before it writes any .beton
+            data = prepare(config, world_size=config.world_size)
             if state is None:
                 state = new_campaign_state(config)
                 write_json(folder / "campaign.json", state)
@@ -372,7 +372,7 @@ def follow_campaign(config: Config) -> int:
     folder.mkdir(parents=True, exist_ok=True)
     node = f"node{config.node_rank}"       # followers sharing one results_dir keep apart
     data_file = folder / f"data.{node}.json"
-    write_json(data_file, prepare(config).to_dict())
+    write_json(data_file, prepare(config, world_size=config.world_size).to_dict())
     config_file, state_file = folder / f"config.{node}.json", folder / f"state.{node}.json"
     write_json(config_file, config.to_dict())
     while True:

@@ -18,6 +18,7 @@ from . import sources
 from .beton_cache import cached_beton, head_sha256, write_settings
 from .image_checks import drop_unusable
 from .prepared_data import PreparedData
+from .sharding import refuse_fewer_than_one_batch
 from .synthetic import synthetic_beton_like
 
 
@@ -57,15 +58,19 @@ def _source_splits(config: Config) -> tuple:
     return _subset(train, config.train_limit), _subset(val, config.eval_limit), name
 
 
-def prepare(config: Config) -> PreparedData:
+def prepare(config: Config, world_size: int | None = None) -> PreparedData:
     """Return the .beton pair for this configuration, writing what is missing.
 
     Each split is cached on its own, so a new eval subset does not rewrite the training
     set. The returned description is also saved as JSON (`PreparedData.save`), which
-    is what the training processes read.
+    is what the training processes read. world_size: the processes that will train on
+    the data, config.batch_per_device images each a step; given, a training set that
+    makes no step is refused before anything is written (sharding).
     """
     workers = max(os.cpu_count() or 1, 1)
     train, val, name = _source_splits(config)
+    if world_size:
+        refuse_fewer_than_one_batch(len(train), config.batch_per_device, world_size)
     folder = cache_folder(config) / name
     folder.mkdir(parents=True, exist_ok=True)
     skipped = 0
@@ -73,6 +78,8 @@ def prepare(config: Config) -> PreparedData:
         skipped = drop_unusable((train, val), folder, config, workers)
     if not len(train) or not len(val):
         raise ConfigError("no images left to write after filtering")
+    if world_size and skipped:
+        refuse_fewer_than_one_batch(len(train), config.batch_per_device, world_size)
     settings = write_settings(config)
     train_path = cached_beton(train, folder, "train", settings, workers)
     val_path = cached_beton(val, folder, "val", settings, workers)
