@@ -1,6 +1,7 @@
 """A campaign: prepare the data once, then N runs with distinct seeds, each one torchrun job.
 
-State lives in results/<system_name>/ (its layout and JSON: submission.results):
+State lives in results/<system_name>/ (its layout: submission.results; its JSON, written
+atomically: submission.jsonfile):
   campaign.json       seeds and the settings the campaign was started with
   config.json         the resolved configuration the runs read; data.json: the .beton files
   system.json         the MLPerf system description as run (host fields filled)
@@ -25,9 +26,9 @@ from pathlib import Path
 
 from . import runs
 from .config import REPO_ROOT, Config, ConfigError
+from .jsonfile import write_json
 from .results import (CampaignError, progress_log, progress_records, read_json, result_path,
-                      results_root, system_dir, write_json)
-from .step import RunPlan
+                      results_root, system_dir)
 from .system_description import run_description
 
 
@@ -121,8 +122,9 @@ def run_campaign(config: Config) -> int:
     with runs.terminate_as_interrupt():
         with runs.Lock(folder):
             state = load_campaign(config)
-            data = prepare(config)          # before anything is recorded: it may fail
-            RunPlan.of(config, data.train_samples)  # refuses a set smaller than one step
+            # before anything is recorded: it may fail, and it refuses a training set
+            # smaller than one step before it writes any .beton
+            data = prepare(config, world_size=config.world_size)
             if state is None:
                 state = new_campaign_state(config)
                 write_json(folder / "campaign.json", state)
@@ -169,7 +171,7 @@ def follow_campaign(config: Config) -> int:
     folder.mkdir(parents=True, exist_ok=True)
     node = f"node{config.node_rank}"       # followers sharing one results_dir keep apart
     data_file = folder / f"data.{node}.json"
-    write_json(data_file, prepare(config).to_dict())
+    write_json(data_file, prepare(config, world_size=config.world_size).to_dict())
     config_file, state_file = folder / f"config.{node}.json", folder / f"state.{node}.json"
     write_json(config_file, config.to_dict())
     while True:

@@ -1,8 +1,8 @@
-"""The results folder: where a campaign's files lie, how its JSON is written and read back,
-and the error every reader of it raises.
+"""The results folder: where a campaign's files lie, how its JSON is read back, and the
+error every reader of it raises.
 
     <results_dir>/<system_name>/
-      campaign.json, config.json, data.json, system.json   (written with write_json)
+      campaign.json, config.json, data.json, system.json   (written with jsonfile.write_json)
       resnet/result_<i>.txt                                 complete runs only
       progress/run_<i>.log                                  a run's printed output, for people
       progress/run_<i>.jsonl                                rank 0's progress records, as data
@@ -14,7 +14,6 @@ another.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from .config import REPO_ROOT, Config
@@ -25,22 +24,9 @@ class CampaignError(RuntimeError):
     happened and what to do."""
 
 
-def write_json(path: Path, data) -> None:
-    """Write JSON atomically: a kill mid-write leaves the old file or the new one, never half."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "w") as f:
-            f.write(json.dumps(data, indent=1) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def read_json(path: Path) -> dict:
-    """A campaign record written by write_json; a damaged one is a CampaignError naming the
-    place, never read as missing."""
+    """A campaign record written by jsonfile.write_json; a damaged one is a CampaignError
+    naming the place, never read as missing."""
     try:
         return json.loads(path.read_text())
     except json.JSONDecodeError as exc:

@@ -4,10 +4,10 @@ The training loop, every bench row, `project` and `settings` use these two and n
 else, so that a figure about the run is measured on, or computed from, the run's own
 step and schedule.
 
-RunPlan: steps per epoch (FFCV's distributed order gives each rank ceil(samples /
-processes) images and drops the last incomplete batch), total and warm-up steps, the
-evaluation cadence, the learning rate, the side trained at each step (ColOut, then
-progressive resizing) and which steps are two-pass SAM steps.
+RunPlan: steps per epoch (data/sharding.py: FFCV's distributed order gives each rank
+ceil(samples / processes) images and drops the last incomplete batch), total and warm-up
+steps, the evaluation cadence, the learning rate, the side trained at each step (ColOut,
+then progressive resizing) and which steps are two-pass SAM steps.
 
 RecipeStep: the model with the recipe's initialisation, BlurPool and stochastic depth,
 the EMA copy, the decoupled SGDW optimizer (inside SAM for Medium and Hot), the loss,
@@ -21,15 +21,15 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
 from dataclasses import dataclass
 from typing import Callable
 
 import torch
 from torch import nn
 
-from .config import Config, ConfigError
+from .config import Config
 from .data.loaders import Normalizer
+from .data.sharding import refuse_fewer_than_one_batch, steps_per_epoch
 from .methods.colout import colout_batch, kept_size
 from .methods.ema import EMA
 from .methods.loss import LOSSES
@@ -40,12 +40,6 @@ from .methods.schedule import lr_at
 from .methods.sgdw import DecoupledSGDW
 from .methods.stochastic_depth import apply_stochastic_depth
 from .model import model_from_config
-
-
-def steps_per_epoch(samples: int, batch_per_device: int, world_size: int) -> int:
-    """Training steps of one epoch: each of `world_size` processes gets ceil(samples /
-    world_size) images (FFCV's distributed order pads with repeats) in whole batches."""
-    return math.ceil(samples / world_size) // batch_per_device
 
 
 @dataclass(frozen=True)
@@ -64,12 +58,8 @@ class RunPlan:
         """The plan of a run of `config` on `train_samples` training images over
         `world_size` processes (default: the configuration's)."""
         world = world_size or config.world_size
+        refuse_fewer_than_one_batch(train_samples, config.batch_per_device, world)
         per_epoch = steps_per_epoch(train_samples, config.batch_per_device, world)
-        if per_epoch == 0:
-            raise ConfigError(
-                f"{train_samples} training images are fewer than one global batch "
-                f"({config.batch_per_device * world} = {config.batch_per_device} per process x "
-                f"{world} process(es)): lower batch_per_device or add images")
         total = max(1, round(config.train_epochs * per_epoch))
         return cls(config, train_samples, world, per_epoch, total,
                    round(config.warmup_train_epochs * per_epoch),

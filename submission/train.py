@@ -30,7 +30,8 @@ from . import distributed as dist_utils
 from . import inventory, out_of_memory
 from .config import Config
 from .data import ffcv_threads, fingerprint, loaders
-from .data.prepare import PreparedData, cache_folder
+from .data.prepare import cache_folder
+from .data.prepared_data import PreparedData
 from .mlperf_log import RunLog
 from .progress import Reporter
 from .step import RunPlan, build_step

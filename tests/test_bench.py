@@ -52,7 +52,7 @@ def test_bench_on_a_small_training_set_writes_a_profile_of_every_size(tmp_path, 
 
 
 def test_loader_sweep_times_every_write_option_on_the_same_images(tmp_path):
-    from test_data import make_nested
+    from image_folders import make_nested
     make_nested(tmp_path / "images", train_counts=(12, 12, 12), val_counts=(2, 2, 2))
     done = subprocess.run(
         [sys.executable, "-m", "submission.bench", "sweep=loader", "system=cpu", "dataset=imagenet",

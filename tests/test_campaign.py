@@ -14,7 +14,8 @@ import pytest
 
 from conftest import REPO, quick_settings, run_submission
 from submission import runs
-from submission.results import CampaignError, result_path, system_dir, write_json
+from submission.jsonfile import write_json
+from submission.results import CampaignError, result_path, system_dir
 from submission.system_description import run_description
 
 pytestmark = pytest.mark.timeout(900)
@@ -219,7 +220,7 @@ def test_atomic_write_leaves_the_old_file_when_writing_fails(tmp_path):
 
 def test_failed_preparation_records_no_campaign_and_too_few_images_are_caught_early(tmp_path, cache_dir):
     results = tmp_path / "results"
-    # 100 images cannot fill one batch of 128: refused after preparation, before any run
+    # 100 images cannot fill one batch of 128: refused before the data is written
     small = run_submission("run", *quick_settings(results, cache_dir, train_limit=100,
                                                   batch_per_device=128, runs=1, seeds="1"))
     assert small.returncode == 2, small.stdout + small.stderr

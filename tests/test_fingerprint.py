@@ -19,7 +19,8 @@ import pytest
 from conftest import REPO, free_port, quick_settings
 from submission.config import parse_overrides, resolve
 from submission.data import fingerprint
-from submission.data.prepare import HEAD_BYTES, head_sha256, prepare
+from submission.data.beton_cache import HEAD_BYTES, head_sha256
+from submission.data.prepare import prepare
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -41,7 +42,7 @@ def prepared(tmp_path_factory, cache_dir):
 
 def test_identical_data_agrees_and_the_facts_are_json(prepared):
     config, small, _ = prepared
-    facts = fingerprint.fingerprint(small, config)
+    facts = fingerprint.fingerprint(small)
     assert json.loads(json.dumps(facts)) == facts
     assert facts["train_samples"] == SMALL and facts["eval_samples"] == 400
     assert facts["num_classes"] == 10
@@ -58,9 +59,9 @@ def test_identical_data_agrees_and_the_facts_are_json(prepared):
 
 def test_another_training_set_is_named_with_both_values(prepared):
     config, small, large = prepared
-    ranks = [{"node_rank": 0, "hostname": "alpha", "data": fingerprint.fingerprint(small, config)},
-             {"node_rank": 0, "hostname": "alpha", "data": fingerprint.fingerprint(small, config)},
-             {"node_rank": 1, "hostname": "beta", "data": fingerprint.fingerprint(large, config)}]
+    ranks = [{"node_rank": 0, "hostname": "alpha", "data": fingerprint.fingerprint(small)},
+             {"node_rank": 0, "hostname": "alpha", "data": fingerprint.fingerprint(small)},
+             {"node_rank": 1, "hostname": "beta", "data": fingerprint.fingerprint(large)}]
     message = fingerprint.unlike_data(ranks)
     assert message is not None
     assert "rank 2 (node 1, host beta):" in message
@@ -86,8 +87,8 @@ def test_a_beton_of_the_same_size_with_other_header_bytes_is_named(prepared, tmp
     before, after = small.train_head_sha256, head_sha256(changed)
     assert before != after
     other = dataclasses.replace(small, train_path=str(changed), train_head_sha256=after)
-    ranks = [{"node_rank": 0, "hostname": "h", "data": fingerprint.fingerprint(small, config)},
-             {"node_rank": 1, "hostname": "h", "data": fingerprint.fingerprint(other, config)}]
+    ranks = [{"node_rank": 0, "hostname": "h", "data": fingerprint.fingerprint(small)},
+             {"node_rank": 1, "hostname": "h", "data": fingerprint.fingerprint(other)}]
     message = fingerprint.unlike_data(ranks)
     assert (f"train_file_header_sha256: rank 0 has {before[:16]}..., "
             f"rank 1 has {after[:16]}...") in message
@@ -99,15 +100,27 @@ def test_a_beton_of_the_same_size_with_other_header_bytes_is_named(prepared, tmp
     assert head_sha256(changed) == before
     # the fingerprint itself opens no .beton (the run reads no data before run_start): it
     # takes the recorded hash, whatever the file now holds
-    assert fingerprint.fingerprint(other, config)["train_file_header_sha256"] == after
+    assert fingerprint.fingerprint(other)["train_file_header_sha256"] == after
 
 
 def test_other_write_settings_and_an_unreadable_description_are_decisions(prepared, tmp_path):
     config, small, _ = prepared
-    other = _config(tmp_path, tmp_path, write_jpeg_quality=80)     # not prepared: a setting
-    ranks = [{"node_rank": 0, "hostname": "h", "data": fingerprint.fingerprint(small, config)},
-             {"node_rank": 1, "hostname": "h", "data": fingerprint.fingerprint(small, other)}]
+    assert small.write_settings == {"write_mode": config.write_mode,     # recorded by prepare
+                                    "write_max_resolution": config.write_max_resolution,
+                                    "write_jpeg_quality": config.write_jpeg_quality,
+                                    "write_compress_probability": config.write_compress_probability}
+    other = dataclasses.replace(small, write_settings={**small.write_settings,
+                                                       "write_jpeg_quality": 80})
+    ranks = [{"node_rank": 0, "hostname": "h", "data": fingerprint.fingerprint(small)},
+             {"node_rank": 1, "hostname": "h", "data": fingerprint.fingerprint(other)}]
     assert "write_jpeg_quality: rank 0 has 90, rank 1 has 80" in fingerprint.unlike_data(ranks)
+    # a data.json from before the write settings were recorded loads, and says so
+    written_before = {key: value for key, value in small.to_dict().items()
+                      if key != "write_settings"}
+    (tmp_path / "old.json").write_text(json.dumps(written_before))
+    old = fingerprint.of_rank(tmp_path / "old.json", config)["data"]
+    assert old["write_settings"] == "(not recorded: prepare again)" and "write_mode" not in old
+    assert old["train_samples"] == SMALL
 
     # of_rank never raises: every rank reaches the gathering, and learns why the run stops
     broken = fingerprint.of_rank(tmp_path / "missing.json", config)
@@ -115,7 +128,7 @@ def test_other_write_settings_and_an_unreadable_description_are_decisions(prepar
     message = fingerprint.unlike_data([ranks[0], broken])
     assert "data.json: rank 0 has (none), rank 1 has " in message and "missing.json" in message
     gone = dataclasses.replace(small, val_path=str(tmp_path / "gone.beton"))
-    unreadable = fingerprint.fingerprint(gone, config)["eval_file_unreadable"]
+    unreadable = fingerprint.fingerprint(gone)["eval_file_unreadable"]
     assert unreadable.startswith("FileNotFoundError")
 
 

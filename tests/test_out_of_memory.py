@@ -13,7 +13,8 @@ import torch
 
 from conftest import REPO, quick_settings
 from submission import campaign, out_of_memory
-from submission.results import CampaignError, system_dir, write_json
+from submission.jsonfile import write_json
+from submission.results import CampaignError, system_dir
 from submission.config import parse_overrides, resolve
 from submission.data import loaders
 from submission.data.prepare import prepare

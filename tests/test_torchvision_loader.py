@@ -1,6 +1,6 @@
 """The torchvision loader (Hot's per-image CPU augmentation) on .beton files written by the
 harness's own preparation (data/prepare.py) from a small image folder: it decodes the
-stored images, shards as FFCV's distributed order does, plans as step.steps_per_epoch, and
+stored images, shards as FFCV's distributed order does, plans as sharding.steps_per_epoch, and
 hands the loop the FFCV loader's kind of batches, reproducibly from the seed.
 
 Images: 3 classes, 23 training PNGs of 56x40 px (smooth gradients, different in each
@@ -21,9 +21,9 @@ from torch.utils.data import Subset
 from submission.config import resolve
 from submission.data import sources
 from submission.data.prepare import prepare
+from submission.data.sharding import steps_per_epoch
 from submission.data.torchvision_loader import (JPEG_MODE, BetonImages, TrainLoader,
                                                   image_transform, train_loader)
-from submission.step import steps_per_epoch
 
 CPU = torch.device("cpu")
 TRAIN_COUNTS, VAL_COUNT = (8, 8, 7), 2

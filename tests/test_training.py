@@ -14,7 +14,7 @@ from submission import config as config_module
 from submission.compliance import check_path
 from submission.config import parse_overrides, resolve
 from submission.data import loaders
-from submission.data.prepare import PreparedData, prepare
+from submission.data.prepare import prepare
 from submission.model import model_from_config
 from submission.step import autocast_for
 from submission.train import evaluate

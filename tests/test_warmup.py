@@ -65,7 +65,7 @@ import torch
 from numba.core import event
 from submission import distributed
 from submission.config import Config
-from submission.data.prepare import PreparedData
+from submission.data.prepared_data import PreparedData
 from submission.train import run_loaders
 from submission.warmup import warm_up_loaders
 
@@ -131,7 +131,7 @@ import ffcv.pipeline.graph
 from submission import distributed
 from submission.config import Config
 from submission.data.loaders import one_epoch
-from submission.data.prepare import PreparedData
+from submission.data.prepared_data import PreparedData
 from submission.train import run_loaders
 from submission.warmup import warm_up_loaders
 
@@ -184,8 +184,9 @@ def test_the_loader_warm_up_leaves_freed_buffers_of_the_run_loaders_sizes(tmp_pa
     import sys
 
     from conftest import GPUS_HIDDEN, REPO
-    from submission.data.prepare import largest_stored_image, prepare
-    from test_data import config as folder_config, write_image
+    from image_folders import config as folder_config, write_image
+    from submission.data.prepare import prepare
+    from submission.data.synthetic import largest_stored_image
 
     images = tmp_path / "images"
     for split, sizes in (("train", ((40, 24), (24, 30), (32, 32))), ("val", ((36, 20), (20, 26)))):

@@ -79,7 +79,7 @@ def _loader_setup_child(config_dict: dict, data_dict: dict, warm: bool) -> dict:
     evaluation pass of the run's loaders, after warm_up_loaders or not; of the first,
     building both loaders and starting the training epoch."""
     from ..config import Config
-    from ..data.prepare import PreparedData
+    from ..data.prepared_data import PreparedData
 
     config, data = Config.from_dict(config_dict), PreparedData(**data_dict)
     ffcv_threads.install()      # imports FFCV, as a run does before run_start

@@ -9,8 +9,9 @@ overlap or drop shards. train.main gathers every rank's fingerprint before run_s
 stops every rank, with the message of `unlike_data`, when they differ.
 
 A fingerprint holds, for each split, the sample count, the .beton file's size and the
-sha256 of its head (prepare.head_sha256, which prepare records in data.json when it writes
-or reuses the file); the number of classes; and the write settings the node prepared with.
+sha256 of its head (beton_cache.head_sha256, which prepare records in data.json when it
+writes or reuses the file); the number of classes; and the write settings the node
+prepared with (recorded in data.json as well).
 Nothing here opens a .beton: before run_start the run reads none of the data (file sizes
 come from the file system). Paths are left out: nodes may keep identical files in other
 places.
@@ -21,13 +22,7 @@ import os
 import socket
 from pathlib import Path
 
-from .prepare import PreparedData
-
-# The Config settings that say how images were written into the .beton files. PreparedData
-# does not record them; the configuration a node prepared its data with does (the node's own
-# --config, before rank 0's broadcast replaces it).
-WRITE_SETTINGS = ("write_mode", "write_max_resolution", "write_jpeg_quality",
-                  "write_compress_probability")
+from .prepared_data import PreparedData
 
 ADVICE = ("prepare the same data on every node: the same dataset, data_dir, train_limit, "
           "eval_limit, val_labels, skip_bad_images and write_* settings on every node's "
@@ -45,16 +40,15 @@ def file_facts(path: str | Path, head_sha256: str) -> dict:
     return {"bytes": size, "header_sha256": head_sha256 or "(not recorded: prepare again)"}
 
 
-def fingerprint(data: PreparedData, config) -> dict:
-    """The facts of `data` that every rank of a run must share, as a flat JSON-able dict.
-    `config`: the configuration this node prepared `data` with (for its write settings)."""
+def fingerprint(data: PreparedData) -> dict:
+    """The facts of `data` that every rank of a run must share, as a flat JSON-able dict."""
     facts = {"train_samples": data.train_samples, "eval_samples": data.eval_samples,
              "num_classes": data.num_classes}
     for split, path, head in (("train", data.train_path, data.train_head_sha256),
                               ("eval", data.val_path, data.val_head_sha256)):
         for key, value in file_facts(path, head).items():
             facts[f"{split}_file_{key}"] = value
-    facts.update({key: getattr(config, key) for key in WRITE_SETTINGS})
+    facts.update(data.write_settings or {"write_settings": "(not recorded: prepare again)"})
     return facts
 
 
@@ -65,7 +59,7 @@ def of_rank(data_file: str | Path, config) -> dict:
     learns why the run stops (a rank that raised instead would leave the others waiting
     for it in a collective)."""
     try:
-        facts = fingerprint(PreparedData.load(Path(data_file)), config)
+        facts = fingerprint(PreparedData.load(Path(data_file)))
     except Exception as exc:  # noqa: BLE001 - any failure is a fact for the comparison
         facts = {"data.json": f"{data_file} unreadable ({type(exc).__name__}: {exc})"}
     return {"node_rank": config.node_rank, "hostname": socket.gethostname(), "data": facts}

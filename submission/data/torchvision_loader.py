@@ -14,7 +14,7 @@ the FFCV loader's do: uint8 NCHW in channels-last memory on the device, labels i
 
 Sharding is FFCV's distributed order: a DistributedSampler (shuffled from the seed, a new
 order each epoch, the same on every rank) gives each rank ceil(samples / ranks) images,
-padded with repeats, and the last incomplete batch is dropped: step.steps_per_epoch
+padded with repeats, and the last incomplete batch is dropped: sharding.steps_per_epoch
 batches an epoch.
 
 What differs from FFCV's decoder: torchvision's crop resizes with PIL (bilinear,

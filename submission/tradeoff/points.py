@@ -22,7 +22,8 @@ from pathlib import Path
 from .. import runs
 from ..config import Config, resolve
 from ..errors import ConfigError
-from ..results import CampaignError, read_json, results_root, write_json
+from ..jsonfile import write_json
+from ..results import CampaignError, read_json, results_root
 from ..system_description import run_description
 from .analysis import Evaluation, Point
 from .grid import COMMAND_LINE_KEYS, Grid, GridPoint
@@ -69,7 +70,7 @@ def run_point(grid: Grid, point: GridPoint, config: Config, folder: Path, count:
         if partial.exists():
             runs.set_aside(partial, where.parent.parent / "attempts", point.slug, f"point {point.index}")
         from ..data.prepare import prepare
-        data = prepare(config)
+        data = prepare(config, world_size=config.world_size)
         config_file, data_file = where / "config.json", where / "data.json"
         write_json(config_file, config.to_dict())
         write_json(data_file, data.to_dict())

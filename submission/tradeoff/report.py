@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import published
-from ..results import write_json
+from ..jsonfile import write_json
 from . import analysis, tables
 from .analysis import CurvePoint, Point
 from .grid import Grid
