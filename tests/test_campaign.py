@@ -7,27 +7,17 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, quick_settings, run_submission
+from conftest import REPO, quick_settings, run_submission, wait_for
 from submission import runs
 from submission.jsonfile import write_json
 from submission.results import CampaignError, result_path, system_dir
 from submission.system_description import run_description
 
 pytestmark = pytest.mark.timeout(900)
-
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_interrupted_campaign_resumes_and_packages(tmp_path, cache_dir):

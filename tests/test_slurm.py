@@ -129,3 +129,23 @@ def test_cancelled_job_resumes_when_resubmitted_two_tasks_as_two_nodes(tmp_path,
     assert sorted(p.name for p in folder.glob("*.node*")) == [
         "config.node1.json", "data.node1.json", "state.node1.json"]
     assert sorted(p.name for p in (folder / "resnet").iterdir()) == ["result_0.txt"]
+
+
+def test_a_two_task_job_array_runs_two_points_of_a_tradeoff_grid(tmp_path, cache_dir, slurm):
+    """`sbatch --array=0-1 run.sbatch tradeoff ...`: each array task runs its own point
+    (point=SLURM_ARRAY_TASK_ID) to the end of its budget; the last to finish writes the report
+    of both."""
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("name: pair\nbudget: scale_schedule_ratio\nbudgets: [0.5, 1.0]\nseeds: [8]\n"
+                    "baseline: mild\nconfigurations:\n  mild: {recipe: mild}\n")
+    results = tmp_path / "results"
+    job = sbatch(slurm, tmp_path / "task-%a.out", "--array=0-1", str(SBATCH), "tradeoff", f"grid={grid}",
+                 *quick_settings(results, cache_dir))
+    outputs = [(tmp_path / f"task-{task}.out").read_text() for task in (0, 1)]
+    assert job.returncode == 0, job.stdout + job.stderr + "".join(outputs)
+    folder = results / "tradeoff" / "pair" / "local_cpu"
+    for task, budget in ((0, "0.5"), (1, "1")):
+        assert f"array task {task}: point {task} of the grid" in outputs[task]
+        log = folder / "points" / f"mild-budget{budget}-seed8" / "log.txt"
+        assert '"reason": "no target' in log.read_text().splitlines()[-1]
+    assert "2 of 2 points finished" in (folder / "tradeoff.md").read_text()

@@ -40,6 +40,9 @@ def main(words: list[str]) -> int:
     points = grid.points()
     configs = {p.index: grid_points.point_config(grid, p, given) for p in points}
     first = configs[points[0].index]
+    if options.get("profile") and first.dataset != "imagenet":
+        raise ConfigError(f"profile={options['profile']}: projections to the systems are of ImageNet "
+                          f"points; grid {grid.name} runs on {first.dataset} (data_dir= an ImageNet folder)")
     folder = grid_points.grid_folder(grid, first)
     if "--list" in flags:
         print(listing(grid, points, folder, words))

@@ -1,0 +1,126 @@
+"""`python -m submission tradeoff` on the real pipeline: a grid of two points (Fashion-MNIST
+subset, a few steps each) trained to the end of their budgets, one interrupted and redone, the
+report and the published points drawn."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO, quick_settings, run_submission, wait_for
+from submission.config import ConfigError, resolve
+from submission.step import RunPlan
+from submission.tradeoff.grid import load_grid
+
+pytestmark = pytest.mark.e2e
+
+GRID = """name: tiny
+budget: scale_schedule_ratio
+budgets: [0.5, 1.0]
+seeds: [5]
+baseline: mild
+targets: [0.3]
+configurations:
+  mild: {recipe: mild}
+"""
+
+
+def _settings(tmp_path, cache_dir) -> list[str]:
+    grid = tmp_path / "grid.yaml"
+    grid.write_text(GRID)
+    return [f"grid={grid}", *quick_settings(tmp_path / "results", cache_dir)]
+
+
+def _folder(tmp_path):
+    return tmp_path / "results" / "tradeoff" / "tiny" / "local_cpu"
+
+
+def _mllog(path, key):
+    return [json.loads(line.split(":::MLLOG ", 1)[1]) for line in path.read_text().splitlines()
+            if f'"key": "{key}"' in line]
+
+
+def test_points_train_their_whole_budget_and_log_every_evaluation(tmp_path, cache_dir):
+    done = run_submission("tradeoff", *_settings(tmp_path, cache_dir))
+    assert done.returncode == 0, done.stdout + done.stderr
+    folder = _folder(tmp_path)
+    for budget in (0.5, 1.0):
+        where = folder / "points" / f"mild-budget{budget:g}-seed5"
+        log = where / "log.txt"
+        config = resolve("cpu", {**dict(w.split("=", 1) for w in quick_settings(tmp_path, cache_dir)),
+                                 "scale_schedule_ratio": str(budget), "target_accuracy": "none"})
+        plan = RunPlan.of(config, json.loads((where / "data.json").read_text())["train_samples"])
+        accuracies = [line["value"] for line in _mllog(log, "eval_accuracy")]
+        assert len(accuracies) == plan.evaluations_until(plan.total_steps), (budget, accuracies)
+        stop = _mllog(log, "run_stop")[0]["metadata"]
+        assert stop["status"] == "aborted" and stop["reason"].startswith("no target")
+        assert stop["epoch_num"] == pytest.approx(plan.epoch(plan.total_steps), abs=1e-4)
+        point = json.loads((where / "point.json").read_text())
+        assert point["top1"] == accuracies[-1] and len(point["evaluations"]) == len(accuracies)
+        assert point["minutes"] > 0 and point["cost_usd"] is None
+    numbers = json.loads((folder / "tradeoff.json").read_text())
+    assert [p["budget"] for p in numbers["curve_points"]] == [0.5, 1.0]
+    report = (folder / "tradeoff.md").read_text()
+    assert "2 of 2 points finished" in report and (folder / "tradeoff-minutes.png").stat().st_size > 0
+    assert "trained its whole budget (no target)" in done.stdout
+
+
+def test_an_interrupted_point_is_redone_and_a_finished_one_kept_byte_for_byte(tmp_path, cache_dir):
+    args = ["tradeoff", *_settings(tmp_path, cache_dir)]
+    points = _folder(tmp_path) / "points"
+    first_log, second_log = points / "mild-budget0.5-seed5" / "log.txt", points / "mild-budget1-seed5" / "log.txt"
+    partial = second_log.with_name("log.txt.partial")
+    # as from a terminal: a background job inherits SIGINT ignored (see test_campaign)
+    job = subprocess.Popen([sys.executable, "-m", "submission", *args], cwd=REPO, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        wait_for(lambda: partial.is_file() and "run_start" in partial.read_text(), 400, "point 1 to start")
+        os.killpg(job.pid, signal.SIGINT)
+        output, _ = job.communicate(timeout=120)
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+    assert job.returncode == 1 and "interrupted" in output and "Traceback" not in output, output
+    assert "interrupted" in _mllog(partial, "run_stop")[0]["metadata"]["reason"]
+    kept = first_log.read_bytes()
+
+    again = run_submission(*args)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "point 0/1 (mild at 0.5, seed 5) already finished" in again.stdout
+    assert first_log.read_bytes() == kept
+    assert second_log.is_file() and not partial.exists()
+    attempts = list((_folder(tmp_path) / "attempts").iterdir())
+    assert [a.name.split("-2")[0] for a in attempts] == ["mild-budget1-seed5"]
+
+
+def test_a_campaign_keeps_its_target():
+    from submission import campaign
+    with pytest.raises(ConfigError, match="target_accuracy=none trains whole budgets .* `python -m "
+                                          "submission tradeoff`"):
+        campaign.run_campaign(resolve("cpu", {"target_accuracy": "none"}))
+
+
+def test_the_published_points_are_drawn_per_system_without_a_run(tmp_path):
+    done = run_submission("tradeoff", "published", f"results_dir={tmp_path}")
+    assert done.returncode == 0, done.stderr
+    folder = tmp_path / "tradeoff" / "published"
+    report = (folder / "tradeoff.md").read_text()
+    for system in ("a100-80gb", "p4d"):
+        assert (folder / f"published-{system}.png").stat().st_size > 0
+        assert f"## {system}" in report
+    assert "Medium 79.4% $32.99" in report          # 60.4 min at p4d's $32.7726/hour
+    assert "Nothing here was measured by this harness" in report
+
+
+def test_the_list_names_every_point_and_the_array_command(tmp_path, cache_dir):
+    done = run_submission("tradeoff", *_settings(tmp_path, cache_dir), "--list")
+    assert done.returncode == 0, done.stderr
+    assert "| 1 | mild | 1 (scale_schedule_ratio) | 5 | no |" in done.stdout
+    assert "sbatch --array=0-1 scripts/slurm/run.sbatch tradeoff grid=" in done.stdout
+    assert len(load_grid(str(tmp_path / "grid.yaml")).points()) == 2
