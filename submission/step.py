@@ -6,8 +6,9 @@ step and schedule.
 
 RunPlan: steps per epoch (FFCV's distributed order gives each rank ceil(samples /
 processes) images and drops the last incomplete batch), total and warm-up steps, the
-evaluation cadence, the learning rate, the side trained at each step (ColOut, then
-progressive resizing) and which steps are two-pass SAM steps.
+evaluation cadence, the learning rate, the side of each step (ColOut, then progressive
+resizing: the pinned side, and the side the tensor has after Composer's scale-factor
+resize) and which steps are two-pass SAM steps.
 
 RecipeStep: the model with the recipe's initialisation, BlurPool and stochastic depth,
 the EMA copy, the decoupled SGDW optimizer (inside SAM for Medium and Hot), the loss,
@@ -36,7 +37,7 @@ from .methods.colout import colout_batch, kept_size
 from .methods.ema import EMA
 from .methods.loss import LOSSES
 from .methods.mixup import mixing_coefficient, mixup_batch, mixup_loss_fn
-from .methods.progressive_resize import resize_batch, side_at
+from .methods.progressive_resize import output_side, resize_batch, side_at
 from .methods.sam import SAM, sync_context, update
 from .methods.schedule import lr_at
 from .methods.sgdw import DecoupledSGDW
@@ -92,8 +93,16 @@ class RunPlan:
         return kept_size(self.config.train_resolution, self.config.colout_fraction)
 
     def side(self, step: int) -> int:
-        """Training side of the 0-based `step` (ColOut, then progressive resizing)."""
+        """Pinned training side of the 0-based `step` (ColOut, then progressive resizing,
+        rounded to the resize multiple): the side the schedule names and the bench keys
+        its rates by. The batch's own side is `trained_side`."""
         return side_at(step, self.steps_per_epoch, self.total_steps, self.config, self.full_side)
+
+    def trained_side(self, step: int) -> int:
+        """The side of the tensor the 0-based `step` trains on: the pinned side, or one
+        pixel less where Composer's scale factor pinned / full side floors it (176 -> 120
+        gives 119; methods/progressive_resize.py)."""
+        return output_side(self.full_side, self.side(step))
 
     def sam_steps(self, stop: int | None = None) -> int:
         """Two-pass SAM steps among the first `stop` steps (default: the whole budget):
@@ -208,7 +217,7 @@ class RecipeStep:
     normalize: Normalizer
 
     def __call__(self, images: torch.Tensor, labels: torch.Tensor, side: int | None = None) -> torch.Tensor:
-        """Train on one batch of uint8 images, downscaled to `side` (None: as
+        """Train on one batch of uint8 images, downscaled to the pinned `side` (None: as
         given). ColOut and the resize once per step (Composer's AFTER_DATALOADER), MixUp
         once per forward pass (BEFORE_FORWARD: twice in a SAM step)."""
         config = self.config
