@@ -67,12 +67,10 @@ def output_side(width: int, side: int) -> int:
 def resize_batch(images: torch.Tensor, side: int, mode: str = "nearest") -> torch.Tensor:
     """images (N,C,H,W) scaled by side / W, as Composer's `F.interpolate(scale_factor=...,
     recompute_scale_factor=False)`: (N,C,output_side(H, side),output_side(W, side)),
-    channels last. `bilinear` is antialiased. A side of W returns `images` as they are."""
+    channels last. `bilinear` is antialiased. A side of W or more returns `images` as they
+    are: Composer skips a scale factor >= 1 (progressive_resizing.py L73)."""
     width = images.shape[-1]
-    if side > width:
-        raise ValueError(f"progressive resizing only scales down: asked for {side} px of a "
-                         f"{width}-px batch (the run plan's side is never above the batch's)")
-    if side == width:
+    if side >= width:
         return images
     extra = {"align_corners": False, "antialias": True} if mode == "bilinear" else {}
     resized = F.interpolate(images, scale_factor=side / width, mode=mode,
