@@ -66,7 +66,7 @@ def output_side(width: int, side: int) -> int:
 
 def resize_batch(images: torch.Tensor, side: int, mode: str = "nearest") -> torch.Tensor:
     """images (N,C,H,W) scaled by side / W, as Composer's `F.interpolate(scale_factor=...,
-    recompute_scale_factor=False)`: (N,C,output_side(H, side),output_side(W, side)),
+    recompute_scale_factor=False)`: a square batch comes out output_side(W, side) px a side,
     channels last. `bilinear` is antialiased. A side of W or more returns `images` as they
     are: Composer skips a scale factor >= 1 (progressive_resizing.py L73)."""
     width = images.shape[-1]
