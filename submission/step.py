@@ -6,16 +6,19 @@ step and schedule.
 
 RunPlan: steps per epoch (data/sharding.py: FFCV's distributed order gives each rank
 ceil(samples / processes) images and drops the last incomplete batch), total and warm-up
-steps, the evaluation cadence, the learning rate, the side trained at each step (ColOut,
-then progressive resizing) and which steps are two-pass SAM steps.
+steps, the evaluation cadence, the learning rate, the side of each step (ColOut, then
+progressive resizing: the pinned side, and the side the tensor has after Composer's
+scale-factor resize) and which steps are two-pass SAM steps.
 
 RecipeStep: the model with the recipe's initialisation, BlurPool and stochastic depth,
 the EMA copy, the decoupled SGDW optimizer (inside SAM for Medium and Hot), the loss,
 autocast and (fp16 on CUDA) a GradScaler, and the normaliser; calling it trains one batch
 at a side: normalise, ColOut, downscale, MixUp, forward, backward, update. The order of
 ColOut, resizing and MixUp is Hot's `algorithms` order in Composer v0.8.0 (ColOut and
-progressive resizing at AFTER_DATALOADER, MixUp at BEFORE_FORWARD); label smoothing acts
-on the batch's own labels before MixUp mixes the targets (methods/mixup.py).
+progressive resizing at AFTER_DATALOADER, once per step; MixUp at BEFORE_FORWARD, which
+SAM's closure runs again, so each of its two passes mixes the un-mixed batch with a draw of
+its own); label smoothing acts on the batch's own labels before MixUp mixes the targets
+(methods/mixup.py).
 """
 from __future__ import annotations
 
@@ -34,7 +37,7 @@ from .methods.colout import colout_batch, kept_size
 from .methods.ema import EMA
 from .methods.loss import LOSSES
 from .methods.mixup import mixing_coefficient, mixup_batch, mixup_loss_fn
-from .methods.progressive_resize import resize_batch, side_at
+from .methods.progressive_resize import output_side, resize_batch, side_at
 from .methods.sam import SAM, sync_context, update
 from .methods.schedule import lr_at
 from .methods.sgdw import DecoupledSGDW
@@ -80,8 +83,16 @@ class RunPlan:
         return kept_size(self.config.train_resolution, self.config.colout_fraction)
 
     def side(self, step: int) -> int:
-        """Training side of the 0-based `step` (ColOut, then progressive resizing)."""
+        """Pinned training side of the 0-based `step` (ColOut, then progressive resizing,
+        rounded to the resize multiple): the side the schedule names and the bench keys
+        its rates by. The batch's own side is `trained_side`."""
         return side_at(step, self.steps_per_epoch, self.total_steps, self.config, self.full_side)
+
+    def trained_side(self, step: int) -> int:
+        """The side of the tensor the 0-based `step` trains on: the pinned side, or one
+        pixel less where Composer's scale factor pinned / full side floors it (176 -> 120
+        gives 119; methods/progressive_resize.py)."""
+        return output_side(self.full_side, self.side(step))
 
     def sam_steps(self, stop: int | None = None) -> int:
         """Two-pass SAM steps among the first `stop` steps (default: the whole budget):
@@ -160,13 +171,17 @@ def recipe_optimizer(config: Config, model: nn.Module, device: torch.device):
 
 
 def optimizer_step(net, optimizer, scaler, autocast, loss_fn, images, labels,
-                   smoothing: float) -> torch.Tensor:
+                   smoothing: float, before_forward: Callable | None = None) -> torch.Tensor:
     """Forward, backward and update on one batch (a GradScaler only for fp16 on CUDA); a
-    SAM optimizer calls the forward and backward once or twice (methods/sam.py)."""
+    SAM optimizer calls the forward and backward once or twice (methods/sam.py).
+    before_forward(images, labels) -> (images, loss_fn): what each pass trains on in place
+    of (images, loss_fn), called afresh before every forward, as Composer runs
+    Event.BEFORE_FORWARD in each call of SAM's closure (MixUp draws anew for each pass)."""
     def forward_backward(sync: bool = True) -> torch.Tensor:
+        inputs, pass_loss_fn = before_forward(images, labels) if before_forward else (images, loss_fn)
         with sync_context(net, sync):
             with autocast():
-                loss = loss_fn(net(images), labels.view(-1), smoothing)
+                loss = pass_loss_fn(net(inputs), labels.view(-1), smoothing)
             (scaler.scale(loss) if scaler else loss).backward()
         return loss.detach()
 
@@ -192,20 +207,26 @@ class RecipeStep:
     normalize: Normalizer
 
     def __call__(self, images: torch.Tensor, labels: torch.Tensor, side: int | None = None) -> torch.Tensor:
-        """Train on one batch of uint8 images, downscaled to `side` (None: as given)."""
-        config, loss_fn = self.config, self.loss_fn
+        """Train on one batch of uint8 images, downscaled to the pinned `side` (None: as
+        given). ColOut and the resize once per step (Composer's AFTER_DATALOADER), MixUp
+        once per forward pass (BEFORE_FORWARD: twice in a SAM step)."""
+        config = self.config
         x = self.normalize(images)
         if config.colout_fraction:
             x = colout_batch(x, config.colout_fraction, config.colout_fraction).contiguous(
                 memory_format=torch.channels_last)
         if side is not None:
             x = resize_batch(x, side, config.resize_mode)
-        if config.mixup_alpha:
-            mixing = mixing_coefficient(config.mixup_alpha)
-            x, partner_labels, _ = mixup_batch(x, labels.view(-1), mixing)
-            loss_fn = mixup_loss_fn(config.loss, partner_labels, mixing)
-        return optimizer_step(self.net, self.optimizer, self.scaler, self.autocast, loss_fn,
-                              x, labels, config.label_smoothing)
+        return optimizer_step(self.net, self.optimizer, self.scaler, self.autocast, self.loss_fn,
+                              x, labels, config.label_smoothing,
+                              before_forward=self.mixup if config.mixup_alpha else None)
+
+    def mixup(self, images: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, Callable]:
+        """One MixUp draw (coefficient, then permutation, as Composer's MixUp.apply) on the
+        un-mixed batch: the mixed images and the loss against their mixed targets."""
+        mixing = mixing_coefficient(self.config.mixup_alpha)
+        mixed, partner_labels, _ = mixup_batch(images, labels.view(-1), mixing)
+        return mixed, mixup_loss_fn(self.config.loss, partner_labels, mixing)
 
     def set_lr(self, lr: float) -> None:
         for group in self.optimizer.param_groups:

@@ -148,8 +148,52 @@ def test_nearest_resize_equals_composers_scale_factor_call_at_every_mild_side():
     batch = torch.randn(2, 3, 176, 176)
     sides = RunPlan.of(resolve("p4d"), 20_480).sides()     # 10 steps an epoch, 280 steps
     for side in sides[:-1]:                         # Composer skips the resize at 176
+        # Composer v0.7.0-RC1's call (recompute_scale_factor left at its default)
         composer = torch.nn.functional.interpolate(batch, scale_factor=side / 176, mode="nearest")
         assert torch.equal(progressive_resize.resize_batch(batch, side, "nearest"), composer)
+
+
+def _composers_resize(batch, side, mode):
+    """Composer v0.8.0's resize (progressive_resizing.py `_make_resize`), the mode as the run's."""
+    extra = {"antialias": True, "align_corners": False} if mode == "bilinear" else {}
+    return torch.nn.functional.interpolate(batch, scale_factor=side / batch.shape[-1], mode=mode,
+                                           recompute_scale_factor=False, **extra)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "bilinear", "area"])
+@pytest.mark.parametrize("width, side, trained", [
+    (176, 120, 119),      # 176 * (120 / 176) = 119.99... in doubles: Medium's 120-px phase
+    (167, 100, 99),       # Hot's ColOut-cropped batches in the 100-px phase
+    (176, 60, 59), (176, 88, 88), (176, 132, 132), (167, 104, 104), (30, 16, 16)])
+def test_resize_floors_the_scale_factor_as_composer(mode, width, side, trained):
+    torch.manual_seed(0)
+    batch = torch.randn(2, 3, width, width).contiguous(memory_format=torch.channels_last)
+    out = progressive_resize.resize_batch(batch, side, mode)
+    assert out.shape == (2, 3, trained, trained) and progressive_resize.output_side(width, side) == trained
+    assert torch.equal(out, _composers_resize(batch, side, mode))
+    assert out.is_contiguous(memory_format=torch.channels_last)
+
+
+def test_resize_never_scales_up():
+    """Composer skips a scale factor >= 1: a 30-px batch (ColOut's crop of 32) asked for 32
+    stays 30, not upscaled."""
+    batch = torch.randn(1, 3, 30, 30)
+    for side in (30, 32):
+        assert progressive_resize.resize_batch(batch, side) is batch
+        assert progressive_resize.output_side(30, side) == 30
+
+
+@pytest.mark.parametrize("overrides, floored", [
+    ({}, {}),                                                          # Mild: no side floors
+    ({"recipe": "medium", "scale_schedule_ratio": "1"}, {120: 119}),
+    ({"recipe": "hot", "scale_schedule_ratio": "3"}, {100: 99})])      # ColOut: 167-px batches
+def test_the_plan_trains_at_the_floored_side_and_keeps_the_pinned_one(overrides, floored):
+    from submission.config import resolve
+    plan = RunPlan.of(resolve("p4d", overrides), 1_281_167)
+    assert set(floored) <= set(plan.sides())
+    for side, first, steps in plan.side_runs():
+        assert plan.side(first) == side                     # the pinned side, as the bench keys it
+        assert plan.trained_side(first) == plan.trained_side(first + steps - 1) == floored.get(side, side)
 
 
 def test_mild_changes_size_only_at_epoch_boundaries():

@@ -106,13 +106,13 @@ def test_the_hot_step_trains_at_the_planned_side_with_sam_passes():
     np.random.seed(0)
     images = torch.randint(0, 256, (8, 3, 32, 32), dtype=torch.uint8)
     labels = torch.randint(0, 10, (8, 1))
-    first = plan.side(0)
+    first, trained = plan.side(0), plan.trained_side(0)   # pinned; the tensor's own side
     for _ in range(5):
         loss = step(images, labels, first)
         assert torch.isfinite(loss)
     # ColOut keeps 30 of 32 px; five steps, the 5th a SAM step: six forward passes
     assert plan.full_side == 30
-    assert seen == [(8, 3, first, first)] * 6
+    assert seen == [(8, 3, trained, trained)] * 6
     step(images, labels, None)
     assert seen[-1] == (8, 3, 30, 30)
 

@@ -2,6 +2,7 @@
 and settings alike."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from torch.utils.data import DistributedSampler
@@ -96,3 +97,52 @@ def test_the_recipe_step_trains_at_the_side_it_is_given_and_averages_on_its_cade
     assert torch.equal(step.ema.model.fc.weight, averaged)
     step.update_average(config.ema_update_every_batches)
     assert not torch.equal(step.ema.model.fc.weight, averaged)
+
+
+class _Recorder:
+    """Wraps one of submission.step's functions, keeping each call's arguments and result."""
+
+    def __init__(self, function):
+        self.function, self.calls = function, []
+
+    def __call__(self, *args, **kwargs):
+        result = self.function(*args, **kwargs)
+        self.calls.append((args, result))
+        return result
+
+
+@pytest.mark.parametrize("sam_interval, passes", [(1, 2), (10, 1)])
+def test_each_forward_pass_draws_its_own_mixup_and_colout_resize_run_once_a_step(
+        monkeypatch, sam_interval, passes):
+    """Composer v0.8.0 runs SAM's closure (the trainer's _train_microbatches) from the
+    un-mixed tuple batch, so MixUp (BEFORE_FORWARD) draws a coefficient and a permutation
+    for each pass; ColOut and progressive resizing (AFTER_DATALOADER) run once a step."""
+    import submission.step as step_module
+    recorders = {name: _Recorder(getattr(step_module, name))
+                 for name in ("mixing_coefficient", "mixup_batch", "colout_batch", "resize_batch")}
+    for name, recorder in recorders.items():
+        monkeypatch.setattr(step_module, name, recorder)
+    config = resolve("cpu", {"recipe": "hot", "batch_per_device": "8",
+                             "sam_interval": str(sam_interval)})
+    assert config.mixup_alpha > 0 and config.colout_fraction > 0
+    torch.manual_seed(0)
+    np.random.seed(0)
+    step = build_step(config, 10, CPU)
+    seen: list[torch.Tensor] = []
+    step.model.register_forward_pre_hook(lambda module, args: seen.append(args[0].detach().clone()))
+    images = torch.randint(0, 256, (8, 3, 32, 32), dtype=torch.uint8)
+    labels = torch.randint(0, 10, (8, 1))
+    assert torch.isfinite(step(images, labels, 24))
+
+    assert len(recorders["colout_batch"].calls) == len(recorders["resize_batch"].calls) == 1
+    draws = recorders["mixup_batch"].calls
+    assert len(recorders["mixing_coefficient"].calls) == len(draws) == len(seen) == passes
+    unmixed = recorders["resize_batch"].calls[0][1]
+    for (args, (mixed, _, permutation)), net_input in zip(draws, seen):
+        assert args[0] is unmixed                      # every pass mixes the un-mixed batch
+        mixing = args[2]
+        assert torch.allclose(net_input, unmixed * (1 - mixing) + unmixed[permutation] * mixing)
+        assert torch.equal(net_input, mixed)
+    if passes == 2:
+        assert not torch.equal(seen[0], seen[1])       # the second pass saw a new mix
+        assert recorders["mixing_coefficient"].calls[0][1] != recorders["mixing_coefficient"].calls[1][1]

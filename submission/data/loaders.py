@@ -28,12 +28,9 @@ IMAGENET_STD = (0.229 * 255, 0.224 * 255, 0.225 * 255)
 
 
 def to_device(device: torch.device) -> list:
-    """The pipeline's last move: FFCV's ToDevice onto a GPU, nothing on the CPU. There it
-    would only copy each batch into another CPU buffer, with a parallel torch op in FFCV's
-    thread; that thread's OpenMP team then outnumbers the cores with the training step's,
-    and libgomp, past that count, stops spin-waiting between parallel regions, so the step's
-    threads sleep and wake at every op. A training step with a loader thread alive ran at
-    0.73x its rate alone on a 2-vCPU host (2026-11-23), 0.92-0.95x without the copy."""
+    """The pipeline's last move: FFCV's ToDevice onto a GPU, nothing on the CPU, where it
+    would only copy each batch with a parallel torch op in FFCV's thread, whose OpenMP team
+    would put the training step's threads to sleep between ops (docs/ffcv-notes.md)."""
     if device.type == "cpu":
         return []
     from ffcv.transforms import ToDevice
@@ -90,8 +87,8 @@ def finish(batches) -> None:
     close() the thread stops at its next full-queue timeout (0.5 s); a process that exits
     while it is inside a parallel numba kernel aborts ("terminate called without an active
     exception"). Only at the epoch's end, with every batch made, does it block on a full
-    queue with no timeout: a slot is freed then, and only then. Freeing one earlier lets it
-    decode another batch each time, to the epoch's end: 45-113 s on Fashion-MNIST here."""
+    queue with no timeout: a slot is freed then, and only then (freed earlier, each slot
+    lets it decode one more batch, to the epoch's end: docs/ffcv-notes.md)."""
     batches.close()
     while batches.is_alive():
         batches.join(timeout=0.5)

@@ -1,15 +1,18 @@
-"""The recipe's speed-up methods, one small module each; none knows about MLPerf.
+"""The recipes' speed-up methods, one small module each; none knows about MLPerf.
 
-blurpool            anti-aliased downsampling (model surgery)
+Mild (and every recipe):
+blurpool            anti-aliased downsampling (model surgery, model.py)
 loss                BCE-with-logits (sum / batch) or cross-entropy, label smoothing
 ema                 exponential moving average of weights and BN statistics
 progressive_resize  on-device downscaling of training batches early in training
 schedule            step-wise linear warmup + cosine decay
 sgdw                SGD with weight decay decoupled from the gradient
 
-Medium / Hot methods (not wired into training yet; docs/recipes-medium-hot.md):
-mixup               MixUp of a batch and its mixed (smoothed) targets
+Medium / Hot (docs/recipes-medium-hot.md); step.py runs all but RandAugment:
+mixup               MixUp of a batch and its mixed (smoothed) targets, drawn per forward pass
 sam                 sharpness-aware minimisation around a base optimizer (every k-th step)
 stochastic_depth    per-sample / per-block stochastic depth for ResNet Bottlenecks
 colout              batch-wise removal of random rows and columns
+randaugment         per-image PIL augmentation (Hot), in the torchvision loader's workers
+                    (train.py hands it to data/torchvision_loader.py)
 """

@@ -1,12 +1,18 @@
 """MixUp (Zhang et al. 2017) as Composer v0.8.0 runs it with `interpolate_loss: false`.
 
-One coefficient per batch: z ~ Beta(alpha, alpha) and Composer keeps m = min(z, 1 - z),
-so m <= 0.5 is the weight of the *permuted* copy and the original example keeps
-1 - m >= 0.5 (its label stays the "main" one). One random permutation of the batch:
+One coefficient per forward pass: z ~ Beta(alpha, alpha) and Composer keeps
+m = min(z, 1 - z), so m <= 0.5 is the weight of the *permuted* copy and the original
+example keeps 1 - m >= 0.5 (its label stays the "main" one). Then one random permutation
+of the batch:
     images  <- (1 - m) * images + m * images[perm]
     targets <- (1 - m) * targets(labels) + m * one_hot(labels[perm])
 (composer/algorithms/mixup/mixup.py at v0.8.0: `_gen_mixing_coef`, `mixup_batch`, and
-`MixUp.apply` on Event.BEFORE_LOSS). Medium: alpha 0.2, Hot: alpha 0.25.
+`MixUp.apply`, which draws both and mixes the images on Event.BEFORE_FORWARD and mixes
+the targets on Event.BEFORE_LOSS). Medium: alpha 0.2, Hot: alpha 0.25.
+
+A SAM step runs BEFORE_FORWARD in each of its two passes, each from the un-mixed batch,
+so it draws twice; submission.step's `RecipeStep.mixup` is called the same way, once per
+pass.
 
 With label smoothing (both recipes also set `label_smoothing`): both algorithms act on
 Event.BEFORE_LOSS, in the order of the YAML's `algorithms` keys (yahp keeps key order;

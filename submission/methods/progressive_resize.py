@@ -4,11 +4,18 @@ Scale `initial` until `start` of training, a linear ramp to 1.0 at `finish`, the
 (Mild: 0.5 for the first 40%, ramp to 1.0 by 80%). The batch is resized on its
 device; the side is rounded to a multiple of `multiple` (4).
 
+The rounded ("pinned") side is what the schedule names; the batch is resized, as Composer
+does (v0.7.0-RC1 and v0.8.0 progressive_resizing.py), by the scale factor pinned / width,
+whose output side is floor(width * (pinned / width)): one pixel short where the quotient
+rounds down in doubles (176 -> 120 trains at 119 px, 167 -> 100 at 99 px).
+
 Granularity: Composer v0.7 (the MLPerf v2.0 entry) measures progress as completed
 epochs / max epochs, so the side changes only at epoch boundaries (`epoch`); a run of
 less than a few epochs has no boundary to change at and uses `step`.
 """
 from __future__ import annotations
+
+import math
 
 import torch
 import torch.nn.functional as F
@@ -49,16 +56,23 @@ def side_at(step: int, steps_per_epoch: int, total_steps: int, config,
     return min(full_side, scaled_side(full_side, scale, config.resize_multiple))
 
 
+def output_side(width: int, side: int) -> int:
+    """The side F.interpolate gives a `width`-px batch scaled by side / width (floor of
+    the product in doubles); `width` itself when `side` is not below it (no resize)."""
+    if side >= width:
+        return width
+    return math.floor(width * (side / width))
+
+
 def resize_batch(images: torch.Tensor, side: int, mode: str = "nearest") -> torch.Tensor:
-    """images (N,C,H,W) -> (N,C,side,side), channels last. `nearest` as Composer v0.7's
-    resize_batch, which passes scale_factor=side/H: at every side of the Mild schedule
-    that gives these same pixels, but float rounding makes side 120 come out 119, so the
-    side is passed as a size. `bilinear` is antialiased."""
-    if side == images.shape[-1]:
+    """images (N,C,H,W) scaled by side / W, as Composer's `F.interpolate(scale_factor=...,
+    recompute_scale_factor=False)`: a square batch comes out output_side(W, side) px a side,
+    channels last. `bilinear` is antialiased. A side of W or more returns `images` as they
+    are: Composer skips a scale factor >= 1 (progressive_resizing.py L73)."""
+    width = images.shape[-1]
+    if side >= width:
         return images
-    if mode == "bilinear":
-        resized = F.interpolate(images, size=(side, side), mode="bilinear", align_corners=False,
-                                antialias=True)
-    else:
-        resized = F.interpolate(images, size=(side, side), mode=mode)
+    extra = {"align_corners": False, "antialias": True} if mode == "bilinear" else {}
+    resized = F.interpolate(images, scale_factor=side / width, mode=mode,
+                            recompute_scale_factor=False, **extra)
     return resized.contiguous(memory_format=torch.channels_last)

@@ -16,8 +16,9 @@ rho 0.05, epsilon 1e-12, interval 1).
 The closure: `closure(sync)` runs forward and backward once (the loss multiplied by the
 scaler's scale when there is one) and returns the unscaled loss; `step` clears the
 gradients before each call. In Composer the closure is the trainer's whole
-`_train_microbatches`, so per-batch algorithms that run at BEFORE_FORWARD (MixUp's
-coefficient and permutation) draw afresh for the second pass of a SAM step.
+`_train_microbatches`, so what runs at BEFORE_FORWARD (MixUp's coefficient and
+permutation) draws afresh for the second pass of a SAM step, from the un-mixed batch;
+the closure of submission.step's `optimizer_step` does the same (its `before_forward`).
 
 AMP (how Composer handled the GradScaler): SAMOptimizer sets
 `_step_supports_amp_closure`, so the trainer uses its `ClosureGradScaler`
