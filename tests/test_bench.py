@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 from conftest import REPO
+from submission.profile import read as read_profile
 
 
 def test_bench_on_a_small_training_set_writes_a_profile_of_every_size(tmp_path, cache_dir):
@@ -20,7 +21,8 @@ def test_bench_on_a_small_training_set_writes_a_profile_of_every_size(tmp_path, 
         cwd=REPO, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     data = json.loads(profile.read_text())
-    assert data["schema"] == 1 and data["measured"]["device"] == "cpu"
+    assert data["schema"] == 2 and data["measured"]["device"] == "cpu"
+    assert read_profile(profile).train_step[32].img_per_s == data["train_step"]["32"]["img_per_s"]
     assert data["measured"]["rounds"] == 2 and data["plain_loop_img_per_s"] > 0
     assert ("(timed in turns, the best of 2 rounds each: the plain loop with the first row; the "
             "fed step with a recipe step of its own, shown beside it)") in done.stdout
@@ -33,7 +35,7 @@ def test_bench_on_a_small_training_set_writes_a_profile_of_every_size(tmp_path, 
     fed = data["fed_step_by_side"]                 # at full size and at the smallest side
     fed_row = next(line for line in done.stdout.splitlines() if "step fed by the loader  " in line)
     assert fed_row.endswith(f"x the recipe step beside it ({fed['32']['synthetic_img_per_s']:.1f} img/s)")
-    assert sorted(map(int, fed)) == [16, 32] and data["fed_step_img_per_s"] == fed["32"]["fed_img_per_s"]
+    assert sorted(map(int, fed)) == [16, 32] and all(v["in_turns"] is True for v in fed.values())
     assert all(v["fed_img_per_s"] > 0 and v["synthetic_img_per_s"] > 0 for v in fed.values())
     assert "the step fed by the loader, in turns with the synthetic step" in done.stdout
     assert data["settings"]["cudnn_benchmark"] is False is data["settings"]["compile_dynamic"]

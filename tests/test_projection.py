@@ -7,6 +7,7 @@ import pytest
 
 from submission import config as config_module
 from submission import projection
+from submission import profile as profile_module
 from submission.cli import main as cli_main
 from submission.step import RunPlan
 
@@ -29,6 +30,13 @@ def _profile(sides, img_per_s=100.0, *, loader=1e6, threads=2, eval_rate=200.0, 
     return profile
 
 
+def _project(config, profile, name, dp_efficiency=None, loader_profile=None, loader_profile_name=""):
+    """projection.project from hand-written profiles, read as the command reads their files."""
+    loader = (None if loader_profile is None
+              else profile_module.parse(loader_profile, loader_profile_name, "loader_profile"))
+    return projection.project(config, profile_module.parse(profile, name), loader, dp_efficiency)
+
+
 def _cpu(**overrides):
     return config_module.resolve("cpu", {k: str(v) for k, v in overrides.items()})
 
@@ -49,7 +57,7 @@ def test_side_schedule_follows_the_recipe():
 def test_fixed_size_run_is_the_sum_of_its_parts():
     config = _cpu(progressive_resize="false")
     profile = _profile([32], 100.0, setup={"in_run_first_epoch_extra": 12.0, "first_eval_extra": 3.0})
-    result = projection.project(config, profile, "test.json")
+    result = _project(config, profile, "test.json")
     # 60,000 images // 64 = 937 steps per epoch; 0.16 epochs -> 150 steps; eval every 37 steps
     steps, evals = 150, 5
     expected_s = steps * 64 / 100.0 + evals * 2000 / 200.0 + 15.0
@@ -65,7 +73,7 @@ def test_fixed_size_run_is_the_sum_of_its_parts():
 
 def test_a_slow_loader_limits_the_training_rate():
     config = _cpu(progressive_resize="false")
-    result = projection.project(config, _profile([32], 100.0, loader=40.0, threads=4), "p.json")
+    result = _project(config, _profile([32], 100.0, loader=40.0, threads=4), "p.json")
     train = result.parts[0]
     # 40 img/s over 4 threads, the run has min(workers_per_device 2, vCPUs) threads
     threads = min(2, projection.host_vcpus(config)[0])
@@ -77,10 +85,10 @@ def test_loader_work_the_step_does_not_hide_is_added_per_image_at_every_side():
     loader (80 img/s) against its synthetic step (100 img/s) at 32 px costs 1/80 - 1/100 s
     more per image, at every side, since FFCV decodes at the training resolution."""
     config = _cpu()
-    hidden = projection.project(config, _profile([16, 20, 24, 28, 32], lambda s: 3200 / s), "p.json")
+    hidden = _project(config, _profile([16, 20, 24, 28, 32], lambda s: 3200 / s), "p.json")
     profile = _profile([16, 20, 24, 28, 32], lambda s: 3200 / s)
     profile.update(step_img_per_s=100.0, fed_step_img_per_s=80.0)
-    slowed = projection.project(config, profile, "p.json")
+    slowed = _project(config, profile, "p.json")
     for before, after in zip(hidden.parts, slowed.parts):
         if before.limited_by == "step":
             assert after.limited_by == "step + loader"
@@ -89,7 +97,7 @@ def test_loader_work_the_step_does_not_hide_is_added_per_image_at_every_side():
             assert after.seconds == before.seconds
     assert any("per image per process: 2.5 ms at 32 px, at every side" in line for line in slowed.assumptions)
     profile.update(fed_step_img_per_s=120.0)       # fed faster than synthetic: noise, nothing added
-    assert projection.project(config, profile, "p.json").run_minutes == hidden.run_minutes
+    assert _project(config, profile, "p.json").run_minutes == hidden.run_minutes
 
 
 def test_loader_work_measured_at_two_sides_is_linear_in_the_side_between_them():
@@ -98,12 +106,12 @@ def test_loader_work_measured_at_two_sides_is_linear_in_the_side_between_them():
     earlier, set the cost."""
     config = _cpu()
     sides = [16, 20, 24, 28, 32]
-    hidden = projection.project(config, _profile(sides, lambda s: 3200 / s), "p.json")
+    hidden = _project(config, _profile(sides, lambda s: 3200 / s), "p.json")
     profile = _profile(sides, lambda s: 3200 / s)
     profile.update(step_img_per_s=10.0, fed_step_img_per_s=1.0, fed_step_by_side={
         "32": {"fed_img_per_s": 80.0, "synthetic_img_per_s": 100.0},      # 2.5 ms an image
         "16": {"fed_img_per_s": 50.0, "synthetic_img_per_s": 100.0}})     # 10 ms an image
-    result = projection.project(config, profile, "p.json")
+    result = _project(config, profile, "p.json")
     expected = {16: 10e-3, 20: 8.125e-3, 24: 6.25e-3, 28: 4.375e-3, 32: 2.5e-3}
     for before, after in zip(hidden.parts, result.parts):
         if before.limited_by == "step":
@@ -111,7 +119,7 @@ def test_loader_work_measured_at_two_sides_is_linear_in_the_side_between_them():
             assert after.seconds - before.seconds == pytest.approx(before.images * expected[side])
     # outside the measured sides, the nearer one's: measured at 20 and 32 px, 16 px pays 20's
     profile["fed_step_by_side"]["20"] = profile["fed_step_by_side"].pop("16")
-    outside = projection.project(config, profile, "p.json")
+    outside = _project(config, profile, "p.json")
     assert outside.parts[0].seconds - hidden.parts[0].seconds == pytest.approx(hidden.parts[0].images * 10e-3)
     assert any("per image per process: 10 ms at 16 px; 2.5 ms at 32 px, in between linear in "
                "the side (the bench's step fed by the loader against the synthetic step timed "
@@ -126,7 +134,7 @@ def test_eight_gpus_scale_with_the_stated_efficiency_and_price():
                        system="p4d", batch=256, device="cuda", loader=8000.0, threads=8,
                        setup={"in_run_first_epoch_extra": 20.0, "first_eval_extra": 6.0})
     profile["settings"].update(precision="amp", train_resolution=176, eval_resolution=224)
-    result = projection.project(config, profile, "p4d.json")
+    result = _project(config, profile, "p4d.json")
     assert result.processes == 8
     full = next(p for p in result.parts if p.what.startswith("train 176 px"))
     assert full.img_per_s == pytest.approx(1000.0 * 8 * projection.DEFAULT_DP_EFFICIENCY)
@@ -142,7 +150,7 @@ def test_eight_gpus_scale_with_the_stated_efficiency_and_price():
 def test_missing_side_names_it_and_the_bench_command():
     config = _cpu()
     with pytest.raises(projection.ProfileError, match=r"side\(s\) 20, 24, 28 px.*submission bench system=cpu"):
-        projection.project(config, _profile([16, 32]), "p.json")
+        _project(config, _profile([16, 32]), "p.json")
 
 
 def test_a_batch_larger_than_the_data_set_names_the_setting_to_lower():
@@ -150,12 +158,12 @@ def test_a_batch_larger_than_the_data_set_names_the_setting_to_lower():
     with pytest.raises(config_module.ConfigError,
                        match=r"60000 training images are fewer than one global batch \(10000000 = "
                              r"10000000 per process x 1 process\(es\)\): lower batch_per_device"):
-        projection.project(config, _profile([16, 20, 24, 28, 32]), "p.json")
+        _project(config, _profile([16, 20, 24, 28, 32]), "p.json")
 
 
 def test_profile_of_another_setting_is_warned_about():
     config = _cpu(progressive_resize="false")
-    result = projection.project(config, _profile([32], batch=128, system="p4d"), "p.json")
+    result = _project(config, _profile([32], batch=128, system="p4d"), "p.json")
     text = projection.format_projection(result)
     assert "batch_per_device=128" in text and "measured for system p4d" in text
     assert "no in-run set-up figures" in text
@@ -189,8 +197,8 @@ def test_in_run_set_up_comes_from_the_loader_probe_of_the_warm_up_setting():
              "warm": {"train_first_batch_s": 0.5, "val_first_pass_s": 0.1, "warm_up_s": 11.0}}
     profile = _profile([32], 100.0, first_step_s=2.64)    # 2 s more than a steady step of 64
     profile["loader_setup_s"] = probe
-    warm = projection.project(_cpu(progressive_resize="false"), profile, "p.json")
-    cold = projection.project(_cpu(progressive_resize="false", warmup="false"), profile, "p.json")
+    warm = _project(_cpu(progressive_resize="false"), profile, "p.json")
+    cold = _project(_cpu(progressive_resize="false", warmup="false"), profile, "p.json")
     assert warm.parts[-1].seconds == pytest.approx(0.6)
     assert cold.parts[-1].seconds == pytest.approx(17.5 + 2.0)
     assert "warm-up before run_start" in warm.parts[-1].what and "warmup=false" in cold.parts[-1].what
@@ -245,9 +253,9 @@ def test_each_later_epoch_pays_the_loaders_start():
     is in the in-run set-up), up to the step the run ends at."""
     config = _cpu(progressive_resize="false", epochs="2.5", eval_every_epochs="1")
     profile = _profile([32], 100.0)
-    plain = projection.project(config, profile, "p.json")
+    plain = _project(config, profile, "p.json")
     profile["loader"]["epoch_start_s"] = 1.5
-    restarted = projection.project(config, profile, "p.json")
+    restarted = _project(config, profile, "p.json")
     assert restarted.parts[-1].limited_by == "loader" and "each of 2 later epochs" in restarted.parts[-1].what
     assert restarted.run_minutes - plain.run_minutes == pytest.approx(2 * 1.5 / 60)
     # the early stop at the evaluation of epoch 2 crossed one epoch start
@@ -258,9 +266,9 @@ def test_the_loops_own_work_is_added_to_every_step():
     """The bench's loop_overhead (normalise + resize, the EMA update; seconds per step)."""
     config = _cpu(progressive_resize="false")
     profile = _profile([32], 100.0)
-    plain = projection.project(config, profile, "p.json")
+    plain = _project(config, profile, "p.json")
     profile["loop_overhead"] = {"side": 16, "normalize_resize_s": 0.001, "ema_s": 0.003, "share_of_step": 0.01}
-    looped = projection.project(config, profile, "p.json")
+    looped = _project(config, profile, "p.json")
     assert looped.parts[0].seconds - plain.parts[0].seconds == pytest.approx(150 * 0.004)
     assert any("4 ms (normalising and resizing" in line for line in looped.assumptions)
 
@@ -281,7 +289,7 @@ def test_vcpus_are_derived_from_cores_and_sockets_where_the_descriptor_states_no
 def test_a_descriptor_naming_its_processor_without_counts_is_refused(monkeypatch):
     stated = dict(config_module.load_descriptor("p4d"), host_processor_vcpu_count="",
                   host_processor_core_count="")
-    monkeypatch.setattr(projection, "load_descriptor", lambda system: stated)
+    monkeypatch.setattr(projection.rates, "load_descriptor", lambda system: stated)
     with pytest.raises(config_module.ConfigError,
                        match=r"systems/p4d.json states no host_processor_vcpu_count.*fill "
                              r"host_processor_vcpu_count"):
@@ -291,8 +299,8 @@ def test_a_descriptor_naming_its_processor_without_counts_is_refused(monkeypatch
 @pytest.mark.parametrize("system", CLOUD_SYSTEMS)
 def test_every_cloud_system_projects_finite_minutes_from_the_shipped_h100_profile(system):
     config = config_module.resolve(system, {})
-    profile = projection.load_profile(H100_PROFILE, system)
-    result = projection.project(config, profile, H100_PROFILE.name)
+    profile = profile_module.read(H100_PROFILE)
+    result = projection.project(config, profile)
     # one process's measured rate times eight, less the data-parallel efficiency: the
     # published Mild runs took 23.79 (a100-80gb) to ~30 minutes; a loader starved of
     # threads (one per GPU from a misread socket count) gave 208.9
@@ -333,9 +341,9 @@ def test_hot_is_loader_limited_with_few_vcpus_and_step_limited_with_many():
     """160 img/s a loader thread: p4d's 96 vCPUs give 12 threads to each of its 8 GPUs
     (1,920 img/s, below the step's 2,323 at 100 px), BM.GPU4.8's 128 give 16 (2,560)."""
     loader = _torchvision_loader(per_thread=160.0)
-    p4d = projection.project(_hot("p4d", workers_per_device=16), _gpu_mild(), "gpu.json",
+    p4d = _project(_hot("p4d", workers_per_device=16), _gpu_mild(), "gpu.json",
                              loader_profile=loader, loader_profile_name="cpu-hot.json")
-    bm = projection.project(_hot("bm-gpu4", workers_per_device=16), _gpu_mild(), "gpu.json",
+    bm = _project(_hot("bm-gpu4", workers_per_device=16), _gpu_mild(), "gpu.json",
                             loader_profile=loader, loader_profile_name="cpu-hot.json")
     p4d_train = [p for p in p4d.parts if p.what.startswith("train ")]
     bm_train = [p for p in bm.parts if p.what.startswith("train ")]
@@ -352,7 +360,7 @@ def test_hot_is_loader_limited_with_few_vcpus_and_step_limited_with_many():
     assert "from loader_profile cpu-hot.json: measured 2026-11-24 on cpu host, 2 vCPUs" in p4d_text
     assert "RandAugment 3 ms" in p4d_text and "= 4.75 ms" in p4d_text
     # the same loader with the recipe's own 8 workers: loader-limited on both
-    default = projection.project(_hot("bm-gpu4"), _gpu_mild(), "gpu.json", loader_profile=loader,
+    default = _project(_hot("bm-gpu4"), _gpu_mild(), "gpu.json", loader_profile=loader,
                                  loader_profile_name="cpu-hot.json")
     assert any(p.limited_by == "loader" for p in default.parts)
 
@@ -365,7 +373,7 @@ def test_sam_passes_scale_the_step_time_of_another_recipes_profile():
     fast_loader = _torchvision_loader(per_thread=1e6)
 
     def training_s(**settings):
-        result = projection.project(config, _gpu_mild(sides, **settings), "gpu.json",
+        result = _project(config, _gpu_mild(sides, **settings), "gpu.json",
                                     loader_profile=fast_loader, loader_profile_name="l.json")
         assert all(p.limited_by == "step" for p in result.parts if p.what.startswith("train "))
         return sum(p.seconds for p in result.parts if p.what.startswith("train ")), result
@@ -380,7 +388,7 @@ def test_sam_passes_scale_the_step_time_of_another_recipes_profile():
 
 def test_sides_a_mild_profile_lacks_are_interpolated_between_their_neighbours():
     loader = _torchvision_loader(per_thread=1e6)
-    result = projection.project(_hot("p4d"), _gpu_mild(), "gpu.json", loader_profile=loader,
+    result = _project(_hot("p4d"), _gpu_mild(), "gpu.json", loader_profile=loader,
                                 loader_profile_name="l.json")
     per_side = {int(p.what.split()[1]): p.img_per_s for p in result.parts if p.what.startswith("train ")}
     assert 100 in per_side and 167 in per_side
@@ -395,7 +403,7 @@ def test_sides_a_mild_profile_lacks_are_interpolated_between_their_neighbours():
     assert "167 px between 164 and 172 px, linear in the area" in text
     # 100 and 104 px are more than 10% below a profile measured from 120 px: not inferred (108 is 10%)
     with pytest.raises(projection.ProfileError, match=r"side\(s\) 100, 104 px, .*more than 10% outside its measured 120-176 px"):
-        projection.project(_hot("p4d"), _gpu_mild([120, 140, 176]), "gpu.json",
+        _project(_hot("p4d"), _gpu_mild([120, 140, 176]), "gpu.json",
                            loader_profile=loader, loader_profile_name="l.json")
 
 
@@ -427,3 +435,58 @@ def test_a_loader_of_the_wrong_kind_is_refused_naming_both_files_and_the_bench(t
                      f"profile={gpu}", f"loader_profile={cpu}"]) == 0
     out = capsys.readouterr().out
     assert f"from loader_profile {cpu}" in out and "Where the loader limits:" in out
+
+
+# --- the errors of profile= and loader_profile=: the option, the file, the command ---------
+HOT = ["project", "system=p4d", "recipe=hot", "scale_schedule_ratio=3"]
+HOT_LOADER_BENCH = "`python -m submission bench recipe=hot scale_schedule_ratio=3 json=loader-hot.json`"
+P4D_BENCH = "`python -m submission bench system=p4d json=profile-p4d.json`"
+
+
+def _bad_files(tmp_path):
+    """(file, what the message says of it) for each way a file is not a usable profile."""
+    files = {"missing.json": None, "text.json": "{not json", "list.json": "[1, 2]",
+             "descriptor.json": json.dumps({"system_name": "x"}), "newer.json": json.dumps({"schema": 3}),
+             "damaged.json": json.dumps({**_torchvision_loader(), "eval_img_per_s": 0})}
+    said = {"missing.json": "does not exist", "text.json": "is not valid JSON (line 1",
+            "list.json": "is JSON, but not a bench profile: it is an array, not an object",
+            "descriptor.json": 'is JSON, but not a bench profile: it has no "schema" field; a profile '
+                               "is what `python -m submission bench ... json=FILE` writes",
+            "newer.json": "is a schema-3 bench profile, newer than this harness reads (schema 2 and older)",
+            "damaged.json": "is not a bench profile the projection can use: eval_img_per_s is 0"}
+    for name, content in files.items():
+        if content is not None:
+            (tmp_path / name).write_text(content)
+    return [(tmp_path / name, said[name]) for name in files]
+
+
+def test_each_bad_loader_profile_names_the_option_the_file_and_the_loader_bench(tmp_path, capsys):
+    gpu = tmp_path / "gpu.json"
+    gpu.write_text(json.dumps(_gpu_mild()))
+    for path, said in _bad_files(tmp_path):
+        assert cli_main(HOT + [f"profile={gpu}", f"loader_profile={path}"]) == 2
+        err = capsys.readouterr().err
+        assert f"loader_profile {path} {said}" in err, err
+        assert f"measure the torchvision loader with {HOT_LOADER_BENCH}" in err, err
+        assert "pass loader_profile=loader-hot.json" in err and "system=p4d json=" not in err, err
+
+
+def test_each_bad_profile_names_the_option_the_file_and_the_bench(tmp_path, capsys):
+    for path, said in _bad_files(tmp_path):
+        assert cli_main(["project", "system=p4d", f"profile={path}"]) == 2
+        err = capsys.readouterr().err
+        assert f"error: profile {path} {said}" in err, err
+        assert f"measure one on the target machine: {P4D_BENCH}" in err, err
+
+
+def test_a_projection_reads_as_numbers():
+    """What a later `tradeoff` reads: parts by kind, run, training and evaluation minutes, cost."""
+    config = _cpu(progressive_resize="false", price_usd_per_hour="6")
+    profile = _profile([32], 100.0, setup={"in_run_first_epoch_extra": 12.0, "first_eval_extra": 3.0})
+    result = _project(config, profile, "p.json")
+    assert [p.kind for p in result.parts] == ["training", "evaluation", "set-up"]
+    assert result.parts[0].side == 32
+    assert result.training_minutes == pytest.approx(150 * 64 / 100.0 / 60)
+    assert result.evaluation_minutes == pytest.approx(5 * 2000 / 200.0 / 60)
+    assert result.run_minutes == pytest.approx(result.training_minutes + result.evaluation_minutes + 15 / 60)
+    assert result.run_cost_usd == pytest.approx(result.run_minutes / 60 * 6)

@@ -9,6 +9,7 @@ from torch.utils.data import DistributedSampler
 
 from submission import projection
 from submission.config import ConfigError, resolve
+from submission.profile import parse as read_profile
 from submission.show_settings import describe_settings
 from submission.step import RunPlan, build_step
 
@@ -51,7 +52,7 @@ def test_project_trains_and_evaluates_what_the_loop_would(train_limit, procs, ba
     profile = {"schema": 1, "measured": {}, "settings": {"batch_per_device": batch},
                "train_step": {str(side): {"img_per_s": 100.0} for side in plan.sides()},
                "eval_img_per_s": 100.0, "loader": {"img_per_s": 1e9, "threads": 1}}
-    result = projection.project(config, profile, "p.json")
+    result = projection.project(config, read_profile(profile, "p.json"))
     trained = sum(p.images for p in result.parts if p.what.startswith("train"))
     assert trained == plan.total_steps * config.global_batch_size
     evaluation = next(p for p in result.parts if p.what.startswith("evaluation"))

@@ -2,13 +2,12 @@
 campaign fits it, and which measurement runs."""
 from __future__ import annotations
 
-import json
 import sys
-from pathlib import Path
 
 from ..config import ConfigError, parse_overrides, resolve
 from ..data.prepare import prepare
 from ..preflight import loader_workers, precision_problems
+from ..profile import write as write_profile
 from . import compare_composer, compare_methods, measure, sweep
 from .timing import bench_device
 
@@ -89,7 +88,7 @@ def main(argv=None) -> int:
         else:
             figures = measure.measure(config, device, steps, rounds)
             if out:
-                Path(out).write_text(json.dumps(measure.profile(config, figures, steps, rounds), indent=1) + "\n")
+                write_profile(measure.profile(config, figures, steps, rounds), out)
                 measure.say(f"\nprofile written to {out} (python -m submission project ... profile={out})")
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -37,6 +37,8 @@ import torch
 import torchvision
 
 from .. import distributed
+from ..profile import (Augmentation, BenchProfile, FedStep, Loader, LoaderProbe, LoaderSetup, LoopOverhead,
+                       Measured, SetupExtra, SideStep, recorded_settings)
 from ..data import ffcv_threads, loaders
 from ..data.prepare import cache_folder, prepare
 from ..methods.loss import LOSSES
@@ -47,9 +49,6 @@ from ..train import run_loaders
 from ..warmup import compiled, warm_up_loaders
 from .timing import (finish, first_call, in_turns, loader_alone, matmul_peak, synthetic_batch, sync,
                      timed)
-
-PROFILE_SCHEMA = 1
-
 
 def say(line: str = "") -> None:
     print(line, flush=True)
@@ -379,42 +378,30 @@ def augmentation_cost(config, data, images: int = AUGMENTATION_IMAGES) -> dict:
     return figures
 
 
-def profile(config, figures: dict, steps: int, rounds: int) -> dict:
-    """The profile JSON that `python -m submission project` reads (schema 1)."""
+def profile(config, figures: dict, steps: int, rounds: int) -> BenchProfile:
+    """The bench profile `python -m submission project` reads (submission.profile)."""
     host = fill_from_host({"host_processor_model_name": "", "host_processor_vcpu_count": ""})
     device_name = (torch.cuda.get_device_name(0) if config.device_type == "cuda"
                    else host["host_processor_model_name"])
-    return {
-        "schema": PROFILE_SCHEMA,
-        "measured": {"date": datetime.date.today().isoformat(),
-                     "host": f"{host['host_processor_model_name']}, {host['host_processor_vcpu_count']} vCPUs",
-                     "device": config.device_type, "device_name": device_name,
-                     "torch": torch.__version__, "python": platform.python_version(),
-                     "steps": figures.get("timed_steps", steps), "rounds": rounds},
-        "settings": {"system": config.system_id, "recipe": config.recipe,
-                     "batch_per_device": config.batch_per_device, "precision": config.precision,
-                     "amp_dtype": config.amp_dtype, "workers_per_device": config.workers_per_device,
-                     "compile": config.compile, "cuda_graphs": config.cuda_graphs,
-                     "compile_dynamic": config.compile_dynamic,
-                     "cudnn_benchmark": config.cudnn_benchmark,
-                     "train_resolution": config.train_resolution,
-                     "eval_resolution": config.eval_resolution,
-                     "train_loader": config.train_loader, "sam_interval": config.sam_interval},
-        "train_step": {str(side): v for side, v in figures["sizes"].items()},
-        "eval_img_per_s": figures["eval"],
-        "eval_forward_img_per_s": figures["eval_forward"],
-        "loader": {"img_per_s": figures["loader"], "threads": config.workers_per_device,
-                   "resolution": config.train_resolution, "epoch_start_s": figures["loader_epoch_start"],
-                   "kind": config.train_loader,
-                   "img_per_s_per_thread": figures["loader"] / config.workers_per_device},
-        **({"augmentation_ms_per_image": figures["augmentation"]} if "augmentation" in figures else {}),
-        "setup_s": {"first_eval_extra": max(0.0, 1 / figures["eval_first"] - 1 / figures["eval"])},
-        "plain_loop_img_per_s": figures["plain_loop"],
-        "step_img_per_s": figures["step"],
-        "fed_step_img_per_s": figures["fed"][config.train_resolution]["fed_img_per_s"],
-        "fed_step_by_side": {str(side): v for side, v in figures["fed"].items()},
-        "mfu": figures["mfu"],
-        "loader_setup_s": figures["loader_setup"],
-        "loop_overhead": figures["loop_overhead"],
-        "compiled": figures.get("compiled"),
-    }
+    probes = figures["loader_setup"]
+    return BenchProfile(
+        measured=Measured(date=datetime.date.today().isoformat(),
+                          host=f"{host['host_processor_model_name']}, {host['host_processor_vcpu_count']} vCPUs",
+                          device=config.device_type, device_name=device_name, torch=torch.__version__,
+                          python=platform.python_version(), steps=figures.get("timed_steps", steps),
+                          rounds=rounds),
+        settings=recorded_settings(config),
+        train_step={side: SideStep(**v) for side, v in figures["sizes"].items()},
+        eval_img_per_s=figures["eval"],
+        loader=Loader(kind=config.train_loader, img_per_s=figures["loader"],
+                      threads=config.workers_per_device, resolution=config.train_resolution,
+                      epoch_start_s=figures["loader_epoch_start"]),
+        fed_step_by_side={side: FedStep(**v, in_turns=True) for side, v in figures["fed"].items()},
+        setup_s=SetupExtra(first_eval_extra=max(0.0, 1 / figures["eval_first"] - 1 / figures["eval"])),
+        loader_setup_s=LoaderSetup(LoaderProbe(**probes["cold"]), LoaderProbe(**probes["warm"])),
+        loop_overhead=LoopOverhead(**figures["loop_overhead"]),
+        augmentation_ms_per_image=(Augmentation(**figures["augmentation"])
+                                   if "augmentation" in figures else None),
+        eval_forward_img_per_s=figures["eval_forward"], step_img_per_s=figures["step"],
+        plain_loop_img_per_s=figures["plain_loop"], mfu=figures["mfu"],
+        compiled={str(side): v for side, v in figures["compiled"].items()} if "compiled" in figures else None)

@@ -1,0 +1,36 @@
+"""`python -m submission project system=NAME profile=FILE [loader_profile=FILE]
+[dp_efficiency=F] [key=value ...]`: the projection printed."""
+from __future__ import annotations
+
+from ..config import ConfigError, parse_overrides, resolve
+from ..profile import ProfileError, read
+from ..step import RunPlan
+from .estimate import project
+from .hints import BENCH_HINT, loader_remedy
+from .schedule import dataset_images
+from .text import format_projection
+
+
+def main(words: list[str]) -> int:
+    overrides = parse_overrides(words)
+    profile_path = overrides.pop("profile", "")
+    loader_path = overrides.pop("loader_profile", "")
+    dp = overrides.pop("dp_efficiency", None)
+    config = resolve(None, overrides)
+    bench_hint = BENCH_HINT.format(system=config.system_id)
+    if not profile_path:
+        sides = sorted(set(RunPlan.of(config, dataset_images(config)[0]).sides()))
+        raise ProfileError(
+            f"no profile for {config.system_id}: a projection needs measured figures, never "
+            f"guessed ones: the per-process training-step rate at {', '.join(map(str, sides))} px, "
+            f"the evaluation rate at {config.eval_resolution} px, the FFCV loader rate and the "
+            "in-run set-up times; " + bench_hint)
+    try:
+        dp_efficiency = float(dp) if dp is not None else None
+    except ValueError:
+        raise ConfigError(f"dp_efficiency takes a number in (0, 1], not {dp!r}") from None
+    profile = read(profile_path, "profile", bench_hint)
+    loader_profile = (read(loader_path, "loader_profile", loader_remedy(config))
+                      if loader_path else None)
+    print(format_projection(project(config, profile, loader_profile, dp_efficiency)))
+    return 0

@@ -1,0 +1,245 @@
+"""The rate model of a projection: at each side of the run, the seconds an image costs the
+step (measured, or interpolated between measured sides, scaled by the SAM passes of the
+run's recipe over the profile's), the loader's work the step does not hide and the loop's
+own work; the whole system's step rate with data parallelism; the loader's rate from its
+rate per thread and the threads the system gives it."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..config import Config, ConfigError, load_descriptor
+from ..profile import BenchProfile, FedStep, Loader, ProfileError
+from ..step import RunPlan
+from .hints import BENCH_HINT, loader_remedy
+
+# Assumed share of linear scaling kept by data-parallel training over several processes
+# when no measurement is given (dp_efficiency=); 1 process needs none.
+DEFAULT_DP_EFFICIENCY = 0.90
+# a side the profile lacks may be inferred from its neighbours, not from beyond this share
+# of the measured range
+SIDE_MARGIN = 0.10
+
+
+@dataclass(frozen=True)
+class StepTimes:
+    seconds: dict[int, float]     # per image per process at each side of the run, before SAM
+    inferred: list[str]           # how each side the profile lacks was had
+    profile_recipe: str
+    profile_sam: int
+    sam_factor: float             # the run's SAM passes a step over the profile's
+
+    def other_recipe(self, config: Config) -> bool:
+        return self.profile_recipe != config.recipe
+
+
+@dataclass(frozen=True)
+class LoaderModel:
+    kind: str
+    figures: Loader
+    profile: BenchProfile         # the profile the loader figures come from
+    threads: int                  # loader threads per process in the run
+    vcpus: int                    # of one node
+    vcpu_source: str
+
+    @property
+    def per_thread(self) -> float:
+        return self.figures.img_per_s / self.figures.threads
+
+
+@dataclass(frozen=True)
+class Rates:
+    processes: int
+    dp_efficiency: float
+    step: StepTimes
+    loader: LoaderModel
+    loader_costs: dict[int, float]    # the loader's work the step does not hide, s per image, by side
+    loop_s: float                     # the loop's own work per step, as measured
+    loop_per_image: float
+    eval_rate: float                  # whole system
+    step_rates: dict[int, float]      # whole system, every per-image cost included
+
+    @property
+    def loader_rate(self) -> float:
+        return self.loader.per_thread * self.loader.threads * self.processes
+
+    def training(self, side: int) -> tuple[float, str]:
+        """The whole system's training rate at `side`, and what limits it."""
+        step_rate = self.step_rates[side]
+        if step_rate <= self.loader_rate:
+            return step_rate, "step + loader" if loader_cost_at(self.loader_costs, side) else "step"
+        return self.loader_rate, "loader"
+
+
+def sam_passes(interval: int) -> float:
+    """Forward-backward passes per step on average: every interval-th step is two."""
+    return 1 + 1 / interval if interval else 1.0
+
+
+def side_seconds(train_step: dict[int, float], side: int) -> tuple[float, str]:
+    """Seconds per image of the step at `side` from the rates by side: measured, or between
+    the nearest measured sides linear in the area (side squared), or within SIDE_MARGIN
+    outside the measured range the nearest one's scaled by the area; and how it was had
+    ("" when measured). ValueError: further outside."""
+    if side in train_step:
+        return 1 / train_step[side], ""
+    measured = sorted(train_step)
+    seconds = {k: 1 / train_step[k] for k in measured}
+    below = [k for k in measured if k < side]
+    above = [k for k in measured if k > side]
+    if below and above:
+        low, high = below[-1], above[0]
+        share = (side ** 2 - low ** 2) / (high ** 2 - low ** 2)
+        return (seconds[low] + (seconds[high] - seconds[low]) * share,
+                f"{side} px between {low} and {high} px, linear in the area")
+    nearest = below[-1] if below else above[0]
+    if abs(side - nearest) > SIDE_MARGIN * nearest:
+        raise ValueError(side)
+    return (seconds[nearest] * (side / nearest) ** 2,
+            f"{side} px from {nearest} px scaled by the area (outside the measured {measured[0]}-"
+            f"{measured[-1]} px by {abs(side - nearest) / nearest:.0%})")
+
+
+def step_times(config: Config, plan: RunPlan, profile: BenchProfile) -> StepTimes:
+    """The step's time per image at every side of `plan`; a side the profile lacks is
+    inferred only for a profile of another recipe (whose sides differ), and not far outside."""
+    profile_recipe = profile.settings.get("recipe") or config.recipe
+    other_recipe = profile_recipe != config.recipe
+    rates = {side: figures.img_per_s for side, figures in profile.train_step.items()}
+    sides = sorted(set(plan.sides()))
+    seconds, inferred = {}, []
+    for side in sides:
+        try:
+            seconds[side], how = side_seconds(rates, side)
+        except ValueError:
+            how = None
+        if how:
+            inferred.append(how)
+    missing = [side for side in sides if side not in rates]
+    beyond = [side for side in missing if side not in seconds]
+    if missing and (not other_recipe or beyond):
+        raise ProfileError(
+            f"profile {profile.file} has no training-step rate at side(s) "
+            f"{', '.join(map(str, beyond if other_recipe else missing))} px, which the "
+            f"{config.recipe} schedule on {config.system_id} trains at"
+            + (f" (more than {SIDE_MARGIN:.0%} outside its measured {min(rates)}-{max(rates)} px: "
+               "not inferred)" if other_recipe else "")
+            + "; " + BENCH_HINT.format(system=config.system_id))
+    # SAM: every sam_interval-th step is two passes; the profile's per-side means hold
+    # its own recipe's share of them (the bench times a multiple of sam_interval steps)
+    return StepTimes(seconds, inferred, profile_recipe, profile.sam_interval,
+                     sam_passes(config.sam_interval) / sam_passes(profile.sam_interval))
+
+
+def host_vcpus(config: Config) -> tuple[int, str]:
+    """vCPUs of one node of `config`'s system, and where the count comes from: the
+    descriptor's host_processor_vcpu_count; else its cores x processors per node (one
+    thread per core: the descriptor does not say whether SMT is on, so this is a lower
+    bound); a descriptor that names no host processor describes the machine it runs on,
+    and then this machine's count is taken. A descriptor that names its processor but
+    states neither is refused, naming the field to fill."""
+    stated = load_descriptor(config.system_id)
+    where = f"systems/{config.system_id}.json"
+
+    def count(field: str) -> int:
+        value = str(stated.get(field) or "").strip()
+        return int(value) if value.isascii() and value.isdigit() else 0
+
+    if count("host_processor_vcpu_count"):
+        return count("host_processor_vcpu_count"), f"{count('host_processor_vcpu_count')} vCPUs ({where})"
+    cores, sockets = count("host_processor_core_count"), count("host_processors_per_node")
+    if cores and sockets:
+        return cores * sockets, (f"{cores * sockets} vCPUs = {cores} cores x {sockets} processors "
+                                 f"x 1 thread per core ({where} states no vCPU count nor SMT: a "
+                                 "lower bound)")
+    if not str(stated.get("host_processor_model_name") or "").strip():
+        host = str(config.description.get("host_processor_vcpu_count") or "").strip()
+        if host.isdigit():
+            return int(host), (f"{host} vCPUs of this machine ({where} names no host processor: "
+                               "it describes the machine it runs on)")
+    raise ConfigError(
+        f"{where} states no host_processor_vcpu_count, nor host_processor_core_count with "
+        "host_processors_per_node, so the loader threads per process cannot be projected: fill "
+        "host_processor_vcpu_count (the vCPUs of one node) in that file")
+
+
+def loader_model(config: Config, profile: BenchProfile,
+                 loader_profile: BenchProfile | None) -> LoaderModel:
+    """The loader figures the run is projected with (loader_profile's, else the profile's),
+    refused when they measured another loader than the recipe trains with."""
+    source = loader_profile if loader_profile is not None else profile
+    kind = source.loader.kind
+    if kind != config.train_loader:
+        files = (f"profile {profile.file}" + (f" with loader_profile {loader_profile.file}"
+                                             if loader_profile is not None else ""))
+        raise ProfileError(
+            f"the {config.recipe} recipe loads its training images with the {config.train_loader} "
+            f"loader, but the loader figures of {source.file} were measured with the {kind} "
+            f"loader ({files}): {loader_remedy(config)}")
+    vcpus, vcpu_source = host_vcpus(config)
+    threads = max(1, min(config.workers_per_device, vcpus // config.processes_per_node))
+    return LoaderModel(kind, source.loader, source, threads, vcpus, vcpu_source)
+
+
+def _unhidden(pair: FedStep, loader_alone: float) -> float:
+    # a loader slower than the step makes the fed step wait: that is the loader's limit,
+    # which the projection counts apart (from its own rate and the system's threads)
+    return max(0.0, 1 / pair.fed_img_per_s - max(1 / pair.synthetic_img_per_s, 1 / loader_alone))
+
+
+def loader_costs(profile: BenchProfile) -> dict[int, float]:
+    """Seconds per image that feeding the step from the loader adds to the step itself, by
+    the side the bench measured it at: the step fed by the loader against the synthetic
+    step. On a CPU the loader's threads take cores the step computes on; on a GPU the
+    loader works beside it and this is about 0."""
+    return {side: _unhidden(pair, profile.loader.img_per_s)
+            for side, pair in profile.fed_step_by_side.items()}
+
+
+def loader_cost_at(costs: dict[int, float], side: int) -> float:
+    """The cost at `side`: linear in the side between the two measured, the nearer one's
+    outside them (FFCV decodes at the training resolution whatever side the step trains at;
+    the step's own size is what changes)."""
+    if not costs:
+        return 0.0
+    low, high = min(costs), max(costs)
+    if side <= low or low == high:
+        return costs[low]
+    if side >= high:
+        return costs[high]
+    return costs[low] + (costs[high] - costs[low]) * (side - low) / (high - low)
+
+
+def loop_work(config: Config, profile: BenchProfile) -> tuple[float, float]:
+    """The loop's own work around each step (normalising and resizing the batch, the EMA
+    update) as the bench measured it per step, and per image of the run: normalising and
+    resizing scale with the batch the bench measured, the EMA is per step."""
+    overhead = profile.loop_overhead
+    if overhead is None:
+        return 0.0, 0.0
+    measured_batch = profile.settings.get("batch_per_device") or config.batch_per_device
+    return (overhead.normalize_resize_s + overhead.ema_s,
+            overhead.normalize_resize_s / measured_batch + overhead.ema_s / config.batch_per_device)
+
+
+def dp_efficiency_of(config: Config, given: float | None) -> float:
+    if given is None:
+        return 1.0 if config.world_size == 1 else DEFAULT_DP_EFFICIENCY
+    if not 0 < given <= 1:
+        raise ConfigError(f"dp_efficiency must be in (0, 1], not {given}")
+    return given
+
+
+def rates(config: Config, plan: RunPlan, profile: BenchProfile, loader_profile: BenchProfile | None,
+          dp_efficiency: float) -> Rates:
+    processes = config.world_size
+    step = step_times(config, plan, profile)
+    loader = loader_model(config, profile, loader_profile)
+    costs = loader_costs(profile)
+    loop_s, loop_per_image = loop_work(config, profile)
+    # the step's rate of the whole system at each side, the loader's work it does not hide
+    # and the loop's own work included
+    step_rates = {side: processes * dp_efficiency / (seconds * step.sam_factor
+                                                     + loader_cost_at(costs, side) + loop_per_image)
+                  for side, seconds in step.seconds.items()}
+    return Rates(processes, dp_efficiency, step, loader, costs, loop_s, loop_per_image,
+                 profile.eval_img_per_s * processes, step_rates)

@@ -1,0 +1,169 @@
+"""submission.profile: the bench profile's one type, its version-2 writer and reader, and
+the upgrade of a schema-1 file."""
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from conftest import REPO
+from submission import profile as profile_module
+from submission.bench.measure import profile as bench_profile
+from submission.config import resolve
+from submission.profile import FedStep, Loader, ProfileError, parse, read, upgrade_v1, write
+from submission.projection import rates
+
+
+def _v1(**changes):
+    """A schema-1 profile as the bench wrote it on 2026-11-22: no loader kind, no SAM
+    setting, the fed step at full size only, against the bench's first row."""
+    data = {"schema": 1,
+            "measured": {"date": "2026-11-22", "host": "test host", "device": "cpu",
+                         "device_name": "test cpu", "torch": "2.14.1", "python": "3.11.7", "steps": 4},
+            "settings": {"system": "cpu", "recipe": "mild", "batch_per_device": 64, "precision": "fp32",
+                         "amp_dtype": "fp16", "workers_per_device": 2, "compile": False,
+                         "train_resolution": 32, "eval_resolution": 32},
+            "train_step": {"16": {"img_per_s": 400.0, "first_step_s": 0.5}, "32": {"img_per_s": 100.0}},
+            "eval_img_per_s": 300.0,
+            "loader": {"img_per_s": 1000.0, "threads": 2, "resolution": 32},
+            "setup_s": {"first_eval_extra": 0.01},
+            "step_img_per_s": 100.0, "fed_step_img_per_s": 80.0, "plain_loop_img_per_s": 120.0,
+            "mfu": {"mfu": 0.1}, "loop_overhead": {"side": 16, "normalize_resize_s": 0.002}}
+    data.update(changes)
+    return data
+
+
+def test_upgrade_fills_what_a_v1_profile_lacks_as_the_projection_read_it():
+    old = _v1()
+    kept = copy.deepcopy(old)
+    new = upgrade_v1(old)
+    assert old == kept                                      # the input is left as it was
+    assert new["schema"] == 2 and "fed_step_img_per_s" not in new
+    assert new["loader"]["kind"] == "ffcv"                  # Mild's recipe file: FFCV
+    assert new["settings"]["sam_interval"] == 0             # Mild has no SAM
+    # the fed step at the training resolution, against the first row's synthetic step
+    assert new["fed_step_by_side"] == {"32": {"fed_img_per_s": 80.0, "synthetic_img_per_s": 100.0,
+                                              "in_turns": False}}
+    assert new["train_step"]["32"]["first_step_s"] == 0.0  # not measured: no set-up counted
+    assert new["loop_overhead"] == {"side": 16, "normalize_resize_s": 0.002, "ema_s": 0.0}
+    assert profile_module.problems(new) == []
+
+
+def test_a_v1_profile_without_fed_step_by_side_costs_what_it_cost_before():
+    """1/80 - 1/100 s an image at every side, as the projection counted it before."""
+    upgraded = parse(_v1(), "old.json")
+    assert upgraded.fed_step_by_side == {32: FedStep(80.0, 100.0, in_turns=False)}
+    assert rates.loader_costs(upgraded) == {32: pytest.approx(1 / 80 - 1 / 100)}
+    assert rates.loader_cost_at(rates.loader_costs(upgraded), 16) == pytest.approx(1 / 80 - 1 / 100)
+    # pairs timed in turns are kept, and say so; without any fed figure nothing is counted
+    by_side = {"32": {"fed_img_per_s": 90.0, "synthetic_img_per_s": 100.0}}
+    assert parse(_v1(fed_step_by_side=by_side), "p.json").fed_step_by_side == {32: FedStep(90.0, 100.0, True)}
+    bare = _v1()
+    del bare["fed_step_img_per_s"]
+    assert parse(bare, "p.json").fed_step_by_side == {}
+
+
+@pytest.mark.parametrize("settings, kind, sam", [
+    ({"recipe": "hot"}, "torchvision", 5),               # before 2026-11-24: the recipe file's
+    ({"recipe": "medium"}, "ffcv", 10),
+    ({"recipe": "hot", "train_loader": "ffcv", "sam_interval": 0}, "ffcv", 0),   # recorded: as recorded
+    ({"recipe": "no-such-recipe"}, "ffcv", 0),           # a recipe file not found: FFCV, no SAM
+    ({}, "ffcv", 0),
+])
+def test_a_v1_profile_without_loader_kind_gets_its_recipes_loader(settings, kind, sam):
+    data = _v1()
+    data["settings"] = {**{k: v for k, v in data["settings"].items() if k != "recipe"}, **settings}
+    upgraded = parse(data, "p.json")
+    assert upgraded.loader.kind == kind and upgraded.sam_interval == sam
+
+
+def test_a_v1_profile_naming_its_loader_keeps_it():
+    data = _v1(loader={"img_per_s": 1000.0, "threads": 2, "kind": "torchvision"})
+    assert parse(data, "p.json").loader == Loader("torchvision", 1000.0, 2)
+
+
+def test_a_v2_profile_written_and_read_back_is_the_same(tmp_path):
+    shipped = read(REPO / "docs" / "projection-hot-loader-cpu.json")
+    path = tmp_path / "profile.json"
+    write(shipped, path)
+    data = json.loads(path.read_text())
+    assert data["schema"] == 2 and data["loader"]["kind"] == "torchvision"
+    assert data["fed_step_by_side"]["167"]["in_turns"] is True
+    assert data["loader"]["img_per_s_per_thread"] == pytest.approx(438.70538508499004 / 2)
+    assert "null" not in path.read_text()          # a figure not measured is left out
+    again = read(path)
+    assert again == shipped and again.file == str(path)
+    assert again.augmentation_ms_per_image.source == "train-1f8fa8ab2afef2bb.beton (600 images)"
+
+
+def _figures():
+    """What bench.measure.measure returns, by hand."""
+    probe = {"warm_up_s": 0.0, "build_s": 0.5, "epoch_start_s": 0.1, "train_first_batch_s": 2.0,
+             "val_first_pass_s": 1.0}
+    return {"timed_steps": 10, "loader_setup": {"cold": probe, "warm": {**probe, "warm_up_s": 3.0}},
+            "step": 100.0, "plain_loop": 120.0,
+            "sizes": {16: {"first_step_s": 0.4, "img_per_s": 300.0}, 32: {"first_step_s": 0.9, "img_per_s": 100.0}},
+            "loop_overhead": {"side": 16, "normalize_resize_s": 0.002, "ema_s": 0.001, "share_of_step": 0.05},
+            "eval_forward": 500.0, "mfu": {"flops_per_image": 1e9, "peak_flops": 1e11, "dtype": "torch.float32",
+                                           "mfu": 0.2},
+            "loader": 800.0, "loader_epoch_start": 0.2,
+            "fed": {32: {"fed_img_per_s": 90.0, "synthetic_img_per_s": 99.0},
+                    16: {"fed_img_per_s": 250.0, "synthetic_img_per_s": 290.0}},
+            "eval_first": 200.0, "eval": 250.0}
+
+
+def test_the_bench_writes_version_2_with_every_figure_it_measured(tmp_path):
+    config = resolve("cpu", {})
+    written = bench_profile(config, _figures(), 10, 3)
+    data = profile_module.to_json(written)
+    assert data["schema"] == 2 and set(data["settings"]) == set(profile_module.RECORDED_SETTINGS)
+    assert data["settings"]["system"] == "cpu" and data["settings"]["sam_interval"] == 0
+    assert data["measured"]["steps"] == 10 and data["measured"]["rounds"] == 3
+    assert data["train_step"]["16"] == {"img_per_s": 300.0, "first_step_s": 0.4}
+    assert data["fed_step_by_side"]["16"] == {"fed_img_per_s": 250.0, "synthetic_img_per_s": 290.0,
+                                              "in_turns": True}
+    assert data["loader"] == {"kind": "ffcv", "img_per_s": 800.0, "threads": config.workers_per_device,
+                              "resolution": 32, "epoch_start_s": 0.2,
+                              "img_per_s_per_thread": 800.0 / config.workers_per_device}
+    assert data["setup_s"] == {"first_eval_extra": pytest.approx(1 / 200 - 1 / 250)}
+    assert data["loader_setup_s"]["warm"]["warm_up_s"] == 3.0 and data["mfu"]["mfu"] == 0.2
+    for key, value in (("eval_img_per_s", 250.0), ("eval_forward_img_per_s", 500.0),
+                       ("step_img_per_s", 100.0), ("plain_loop_img_per_s", 120.0)):
+        assert data[key] == value, key
+    assert data["loop_overhead"]["share_of_step"] == 0.05 and "compiled" not in data
+    path = tmp_path / "p.json"
+    write(written, path)
+    assert read(path) == written
+
+
+@pytest.mark.parametrize("change, field", [
+    (lambda p: p["loader"].pop("kind"), "loader.kind is missing, not one of ffcv, torchvision"),
+    (lambda p: p["loader"].update(kind="dali"), 'loader.kind is "dali", not one of'),
+    (lambda p: p["settings"].pop("sam_interval"), "settings.sam_interval is missing"),
+    (lambda p: p["fed_step_by_side"]["32"].pop("in_turns"), "fed_step_by_side.32.in_turns is missing"),
+    (lambda p: p["fed_step_by_side"]["32"].update(in_turns=1), "fed_step_by_side.32.in_turns is 1, not true or false"),
+    (lambda p: p["train_step"]["16"].pop("first_step_s"), "train_step.16.first_step_s is missing"),
+    (lambda p: p.pop("fed_step_by_side"), "fed_step_by_side is missing"),
+    (lambda p: p["train_step"].update({"x16": {"img_per_s": 1.0, "first_step_s": 0.0}}),
+     "train_step side 'x16' is not a whole number of px"),
+    (lambda p: p["loop_overhead"].pop("ema_s"), "loop_overhead.ema_s is missing"),
+    (lambda p: p["measured"].update(rounds=0), "measured.rounds is 0, not a whole number >= 1"),
+])
+def test_a_damaged_v2_field_is_named(change, field):
+    data = profile_module.to_json(bench_profile(resolve("cpu", {}), _figures(), 10, 3))
+    change(data)
+    with pytest.raises(ProfileError) as raised:
+        parse(data, "l.json", "loader_profile", "measure it")
+    message = str(raised.value)
+    assert message.startswith("loader_profile l.json is not a bench profile the projection can use: ")
+    assert field in message and message.endswith("; measure it")
+
+
+def test_a_v1_fed_step_without_its_side_is_named():
+    """No bench wrote one (settings.train_resolution is in every profile): a hand-made
+    file's fed step needs the side it was measured at."""
+    data = _v1()
+    del data["settings"]["train_resolution"]
+    with pytest.raises(ProfileError, match=r"settings\.train_resolution is missing, not a whole number"):
+        parse(data, "p.json")
