@@ -99,11 +99,12 @@ def side_seconds(train_step: dict[int, float], side: int) -> tuple[float, str]:
             f"{measured[-1]} px by {abs(side - nearest) / nearest:.0%})")
 
 
-def step_times(config: Config, plan: RunPlan, profile: BenchProfile) -> StepTimes:
+def step_times(config: Config, plan: RunPlan, profile: BenchProfile, infer_sides: bool = False) -> StepTimes:
     """The step's time per image at every side of `plan`; a side the profile lacks is
-    inferred only for a profile of another recipe (whose sides differ), and not far outside."""
+    inferred only for a profile of another recipe (whose sides differ), or with infer_sides
+    (a run of another length: a tradeoff's budgets), and not far outside."""
     profile_recipe = profile.settings.get("recipe") or config.recipe
-    other_recipe = profile_recipe != config.recipe
+    may_infer = profile_recipe != config.recipe or infer_sides
     rates = {side: figures.img_per_s for side, figures in profile.train_step.items()}
     sides = sorted(set(plan.sides()))
     seconds, inferred = {}, []
@@ -116,13 +117,13 @@ def step_times(config: Config, plan: RunPlan, profile: BenchProfile) -> StepTime
             inferred.append(how)
     missing = [side for side in sides if side not in rates]
     beyond = [side for side in missing if side not in seconds]
-    if missing and (not other_recipe or beyond):
+    if missing and (not may_infer or beyond):
         raise ProfileError(
             f"profile {profile.file} has no training-step rate at side(s) "
-            f"{', '.join(map(str, beyond if other_recipe else missing))} px, which the "
+            f"{', '.join(map(str, beyond if may_infer else missing))} px, which the "
             f"{config.recipe} schedule on {config.system_id} trains at"
             + (f" (more than {SIDE_MARGIN:.0%} outside its measured {min(rates)}-{max(rates)} px: "
-               "not inferred)" if other_recipe else "")
+               "not inferred)" if may_infer else "")
             + "; " + BENCH_HINT.format(system=config.system_id))
     # SAM: every sam_interval-th step is two passes; the profile's per-side means hold
     # its own recipe's share of them (the bench times a multiple of sam_interval steps)
@@ -230,9 +231,9 @@ def dp_efficiency_of(config: Config, given: float | None) -> float:
 
 
 def rates(config: Config, plan: RunPlan, profile: BenchProfile, loader_profile: BenchProfile | None,
-          dp_efficiency: float) -> Rates:
+          dp_efficiency: float, infer_sides: bool = False) -> Rates:
     processes = config.world_size
-    step = step_times(config, plan, profile)
+    step = step_times(config, plan, profile, infer_sides)
     loader = loader_model(config, profile, loader_profile)
     costs = loader_costs(profile)
     loop_s, loop_per_image = loop_work(config, profile)

@@ -7,8 +7,9 @@
     tradeoff published                     the write-ups' ImageNet points, drawn per system
 
 The default grid is `embedded` (Fashion-MNIST) without data_dir, `imagenet` with it. On an
-ImageNet grid, profile=FILE [loader_profile=FILE] [dp_efficiency=F] [systems=A,B] also
-projects every point's minutes and dollars to each system with accelerators (or those named).
+ImageNet grid, profile=FILE [profile_<recipe>=FILE ...] [loader_profile=FILE] [dp_efficiency=F]
+[systems=A,B] also projects every point's minutes and dollars to each system with accelerators
+(or those named): tradeoff/projected.py.
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ def main(words: list[str]) -> int:
     if words[:1] == ["published"]:
         return draw_published(parse_overrides(words[1:]))
     given = parse_overrides(words)
-    options = {key: given.pop(key) for key in OPTIONS if key in given}
+    options = {key: given.pop(key) for key in list(given) if key in OPTIONS or key.startswith("profile_")}
     grid = load_grid(options.get("grid") or ("imagenet" if given.get("data_dir") else "embedded"))
     points = grid.points()
     configs = {p.index: grid_points.point_config(grid, p, given) for p in points}
