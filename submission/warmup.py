@@ -126,9 +126,9 @@ def warm_up(step: RecipeStep, plan: RunPlan, eval_batches: list[int], device: to
             raise RuntimeError("torch.compile (dynamic shapes) compiled nothing during the warm-up: "
                                f"the step would run eagerly. {RECOMPILE_ADVICE}")
         seconds[-config.eval_resolution] = evaluation_forward(step, eval_batches, images_of, device)
-    log(f"warm-up before run_start: the recipe step at {len(sides)} training sizes "
-        f"({', '.join(str(s) for s in sides)} px; {steps} steps) and evaluation at "
-        f"{config.eval_resolution} px, {sum(seconds.values()):.1f} s, synthetic batches"
+    log(f"warm-up before run_start: {len(sides)} training sizes "
+        f"({', '.join(str(s) for s in sides)} px) and evaluation at {config.eval_resolution} px, "
+        f"{sum(seconds.values()):.1f} s, synthetic batches, {steps} recipe steps"
         + (f"; torch.compile compiled {compiled_graphs() - graphs_before} graph(s)" if net_is_compiled else ""))
     return seconds
 

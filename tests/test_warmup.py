@@ -77,7 +77,9 @@ def test_warm_up_runs_the_recipe_step_at_every_size_and_leaves_the_run_bit_ident
     assert seen == [(2, side) for side in plan.sides()] + [(3, config.eval_resolution),
                                                            (1, config.eval_resolution)]
     assert set(seconds) == set(plan.sides()) | {-config.eval_resolution}
-    assert "the recipe step at 5 training sizes (16, 20, 24, 28, 32 px; 5 steps)" in lines[0]
+    assert lines[0].startswith("warm-up before run_start: 5 training sizes (16, 20, 24, 28, 32 px) "
+                               "and evaluation at 32 px, ")
+    assert lines[0].endswith(" s, synthetic batches, 5 recipe steps")
     _assert_same(before, _state_of(step))
     assert [group["lr"] for group in step.optimizer.param_groups] == [0.0123]
     assert step.model.training
