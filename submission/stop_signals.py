@@ -14,6 +14,11 @@ import signal
 import sys
 
 
+# The exit status of a trainer that stopped on a signal after logging run_stop "interrupted"
+# (128 + SIGINT, the shells' status for a process Ctrl-C ended); torchrun's launcher reads it.
+INTERRUPTED_EXIT = 130
+
+
 class Interrupted(Exception):
     """SIGTERM/SIGINT reached the run (torchrun stopping the job, or the user)."""
 

@@ -36,7 +36,7 @@ from .followers import RunSpec, add_arguments, agree_on_run
 from .mlperf_log import RunLog
 from .progress import Reporter
 from .step import RecipeStep, RunPlan, build_step
-from .stop_signals import STOP, Interrupted, die_with_parent
+from .stop_signals import INTERRUPTED_EXIT, STOP, Interrupted, die_with_parent
 from .warmup import compiled, compiled_graphs, warm_up, warm_up_loaders
 
 
@@ -273,12 +273,12 @@ def check_ranks_alike(ctx: dist_utils.Context, data_file: str, prepared_with: Co
 
 
 def interrupted(log: RunLog, spec: RunSpec, partial: Path | None, why: str) -> int:
-    """Log run_stop aborted "interrupted (why)", keep the partial log; exit status 130."""
+    """Log run_stop aborted "interrupted (why)", keep the partial log; the exit status."""
     log.run_stop(False, reason=f"interrupted ({why})")
     log.close()
     print(f"{spec.label} interrupted" + (f"; partial log kept at {partial}" if partial else ""),
           file=sys.stderr, flush=True)
-    return 130
+    return INTERRUPTED_EXIT
 
 
 if __name__ == "__main__":
