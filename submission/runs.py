@@ -36,7 +36,9 @@ def stamp() -> str:
 
 
 def torchrun_command(config: Config, train_args: list[str]) -> list[str]:
-    launcher = [sys.executable, "-m", "torch.distributed.run",
+    """torchrun (through submission.launcher: the same, quiet when interrupted) running
+    submission.train with `train_args` on this node."""
+    launcher = [sys.executable, "-m", "submission.launcher",
                 f"--nproc_per_node={config.processes_per_node}", "--max_restarts=0"]
     if config.num_nodes == 1:
         launcher.append("--standalone")
@@ -112,16 +114,18 @@ def run_once(config: Config, train_args: list[str], final: Path, what: str,
 
 def launch(config: Config, train_args: list[str], progress: Path | None = None) -> int:
     """One torchrun job; with `progress`, its output also goes to that file (the run's
-    transcript: results/<system>/progress/run_<i>.log). Ctrl-C (or SIGTERM)
-    stops it cleanly: torchrun gets SIGTERM and passes it to the workers, which log
-    run_stop aborted with the reason; then the campaign stops saying how to resume."""
+    transcript: results/<system>/progress/run_<i>.log). Ctrl-C (or SIGTERM) stops it
+    cleanly: torchrun, in a session of its own so that the signal reaches the campaign
+    alone (submission.launcher says why), gets one SIGTERM and passes it to the workers,
+    which log run_stop aborted with the reason; then the campaign stops saying how to
+    resume, in one line: what the job prints while it stops goes to the transcript alone."""
     copy = None
     if progress is not None:
         progress.parent.mkdir(parents=True, exist_ok=True)
         copy = open(progress, "w")
     job = subprocess.Popen(torchrun_command(config, train_args), cwd=REPO_ROOT, text=True, bufsize=1,
                            stdout=subprocess.PIPE if copy else None,
-                           stderr=subprocess.STDOUT if copy else None)
+                           stderr=subprocess.STDOUT if copy else None, start_new_session=True)
     try:
         try:
             return relay(job, copy)
@@ -134,25 +138,29 @@ def launch(config: Config, train_args: list[str], progress: Path | None = None) 
                 killer = threading.Timer(STOP_GRACE_S, job.kill)
                 killer.start()
                 try:
-                    relay(job, copy)       # keep its last lines: the run_stop it logs
+                    relay(job, copy, console=False)    # its last lines: the run_stop it logs
                 finally:
                     killer.cancel()
             finally:
                 for sig, handler in previous.items():
                     signal.signal(sig, handler)
-            raise CampaignError("interrupted: the run in progress was stopped and its partial "
-                                "log kept; re-run the same command to resume (complete runs "
-                                "are kept, the interrupted one is redone)") from None
+            output = f" (its output: {progress})" if progress else ""
+            raise CampaignError(f"interrupted: the run in progress was stopped and its partial "
+                                f"log kept{output}; re-run the same command to resume (complete "
+                                "runs are kept, the interrupted one is redone)") from None
     finally:
         if copy:
             copy.close()
 
 
-def relay(job: subprocess.Popen, copy) -> int:
+def relay(job: subprocess.Popen, copy, console: bool = True) -> int:
+    """The job's output into `copy` (the run's transcript) and, with `console`, to stdout,
+    until it ends; its exit status."""
     if copy is not None:
         for line in job.stdout:
-            sys.stdout.write(line)
-            sys.stdout.flush()
+            if console:
+                sys.stdout.write(line)
+                sys.stdout.flush()
             copy.write(line)
             copy.flush()
     return job.wait()

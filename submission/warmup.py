@@ -1,16 +1,19 @@
 """Warm-up before run_start: pay one-time set-up costs on synthetic batches, not in the timed run.
 
-The first step at a new image size builds cuDNN/oneDNN plans (1-3 s per size on an H100,
-measured earlier in this project) and, with compile=true, compiles the model for that
-shape (43-61 s per size). Progressive resizing uses about 13 sizes in Mild, so without a
-warm-up that cost lands between run_start and run_stop.
+The first step at a new image size builds cuDNN/oneDNN plans and, with compile=true,
+compiles the model for that shape; progressive resizing meets a dozen sizes in Mild, and
+a first evaluation meets its batch sizes. Without a warm-up that cost lands between
+run_start and run_stop (what it costs on a GPU: docs/timing-and-warmup.md).
 
-`warm_up` runs forward and backward at every training side of the schedule, and the
-evaluation forward at its size, through the real (possibly compiled, possibly DDP)
-network, on random batches made here: no training or validation image is read. It
-takes no optimizer step and restores everything it touched: weights, BatchNorm
-statistics, gradients and the random number generators are bit-identical afterwards,
-so a run with warm-up starts from exactly the state a run without it starts from.
+`warm_up` calls the run's own recipe step (`RecipeStep`: normalise, ColOut, resize,
+MixUp, forward, backward, the optimizer's update, SAM's second pass on its steps) on
+random uint8 batches of the loader's output size, at every training side of the run's
+plan, then the evaluation forward at each batch size evaluation meets: every shape and
+kernel the run meets is met before run_start, and no training or validation image is
+read. It leaves no trace: weights, BatchNorm statistics, gradients, the optimizer's
+state (SAM's step count included), the GradScaler's, the learning rate, the EMA copy and
+every random number generator are bit-identical afterwards, so a run with warm-up starts
+from exactly the state a run without it starts from.
 
 `warm_up_loaders` reads the run's FFCV pipelines through once on synthetic .beton files
 (random images written with the data set's write settings by `prepare`, shaped like each
@@ -21,6 +24,7 @@ host buffers those Loaders allocate are already in torch's cache.
 from __future__ import annotations
 
 import contextlib
+import copy
 import gc
 import random
 import time
@@ -29,18 +33,27 @@ import numpy as np
 import torch
 
 from .data import loaders
+from .methods.sam import SAM
 from .out_of_memory import At
+from .step import RecipeStep, RunPlan
 
 
 RECOMPILE_ADVICE = "Run with TORCH_LOGS=recompiles to see why, or compile=false"
 
 
 @contextlib.contextmanager
-def preserved_state(*modules: torch.nn.Module):
-    """Restore the modules' parameters and buffers, and every RNG, on exit."""
+def leaves_no_trace(step: RecipeStep):
+    """Restore, on exit, everything calling `step` changes: the model's and the EMA copy's
+    parameters and buffers, the gradients, the optimizer's state and param groups (SAM's
+    step count too), the GradScaler's state, and every random number generator."""
+    modules = [step.model] + ([step.ema.model] if step.ema else [])
     saved = [{k: v.detach().clone() for k, v in m.state_dict(keep_vars=True).items()} for m in modules]
+    grads = [None if p.grad is None else p.grad.detach().clone() for p in step.model.parameters()]
+    optimizer = copy.deepcopy(step.optimizer.state_dict())
+    scaler = step.scaler.state_dict() if step.scaler else None
     rng = (random.getstate(), np.random.get_state(), torch.get_rng_state(),
            torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None)
+    was_training = step.model.training
     try:
         yield
     finally:
@@ -49,8 +62,12 @@ def preserved_state(*modules: torch.nn.Module):
                 current = module.state_dict(keep_vars=True)
                 for key, value in state.items():
                     current[key].copy_(value)
-                for p in module.parameters():
-                    p.grad = None
+            for p, grad in zip(step.model.parameters(), grads):
+                p.grad = grad
+        step.optimizer.load_state_dict(optimizer)
+        if scaler is not None:
+            step.scaler.load_state_dict(scaler)
+        step.model.train(was_training)
         random.setstate(rng[0])
         np.random.set_state(rng[1])
         torch.set_rng_state(rng[2])
@@ -58,39 +75,45 @@ def preserved_state(*modules: torch.nn.Module):
             torch.cuda.set_rng_state_all(rng[3])
 
 
-def warm_up(net: torch.nn.Module, model: torch.nn.Module, *, train_sides: list[int],
-            eval_side: int, batch: int, eval_batches: list[int], num_classes: int, loss_fn,
-            smoothing: float, autocast, normalize, device: torch.device,
+def calls_at_a_side(step: RecipeStep, calls_per_side: int) -> int:
+    """How many times to call the step at one side: `calls_per_side`, or with SAM as many
+    as it takes to include a two-pass step, whichever is more."""
+    optimizer = step.optimizer
+    if not isinstance(optimizer, SAM):
+        return calls_per_side
+    return max(calls_per_side, optimizer.interval - optimizer.steps % optimizer.interval)
+
+
+def warm_up(step: RecipeStep, plan: RunPlan, eval_batches: list[int], device: torch.device, *,
             log=print, calls_per_side: int = 1, net_is_compiled: bool = False,
             dynamic_shapes: bool = False) -> dict[int, float]:
-    """Forward+backward at each training side (calls_per_side times: CUDA graphs are
-    captured on a later call than the first), eval forward at eval_side for each batch size
-    evaluation meets (a smaller last batch needs plans of its own: about 2 s of a first
-    evaluation on an H100); returns the seconds each side took (the first call at a size
-    carries its set-up cost). net_is_compiled: a side at which torch.compile compiled
-    nothing (it fell back to eager) is refused, since the run would go eager there; with
-    dynamic_shapes a graph serves many sides, so only a warm-up that compiled nothing at
-    all is refused."""
+    """The recipe step at each training side of `plan` (calls_at_a_side times: CUDA graphs
+    are captured on a later call than the first, hence calls_per_side 3 with them), on
+    batches of the loader's size, then the evaluation forward of the evaluated model at
+    each of `eval_batches` (a smaller last batch needs plans of its own); returns the
+    seconds each side took (the first call at a size carries its set-up cost; the
+    evaluation under the negative evaluation side). net_is_compiled: a side at which
+    torch.compile compiled nothing (it fell back to eager) is refused, since the run would
+    go eager there; with dynamic_shapes a graph serves many sides, so only a warm-up that
+    compiled nothing at all is refused."""
+    config, sides = plan.config, plan.sides()
     generator = torch.Generator(device="cpu").manual_seed(0)
 
-    def batch_of(size: int, side: int) -> torch.Tensor:
+    def images_of(size: int, side: int) -> torch.Tensor:
         images = torch.randint(0, 256, (size, 3, side, side), dtype=torch.uint8, generator=generator)
         return images.to(device).contiguous(memory_format=torch.channels_last)
 
+    labels = torch.zeros((config.batch_per_device, 1), dtype=torch.int64, device=device)
     seconds: dict[int, float] = {}
-    graphs_before = compiled_graphs()
-    with preserved_state(model):
-        was_training = model.training
-        model.train()
-        for side in train_sides:
+    graphs_before, steps = compiled_graphs(), 0
+    with leaves_no_trace(step):
+        step.model.train()
+        for side in sides:
             start, graphs = time.perf_counter(), compiled_graphs()
-            with At("warm-up", side, batch):
-                for _ in range(calls_per_side):
-                    model.zero_grad(set_to_none=True)
-                    labels = torch.randint(0, num_classes, (batch,), generator=generator).to(device)
-                    with autocast():
-                        loss = loss_fn(net(normalize(batch_of(batch, side))), labels, smoothing)
-                    loss.backward()
+            with At("warm-up", side, config.batch_per_device):
+                for _ in range(calls_at_a_side(step, calls_per_side)):
+                    step(images_of(config.batch_per_device, config.train_resolution), labels, side)
+                    steps += 1
                 _sync(device)
             seconds[side] = time.perf_counter() - start
             if net_is_compiled and not dynamic_shapes and compiled_graphs() == graphs:
@@ -98,24 +121,32 @@ def warm_up(net: torch.nn.Module, model: torch.nn.Module, *, train_sides: list[i
                     f"torch.compile compiled nothing at {side} px during the warm-up: the step "
                     f"would run eagerly at that size inside the timed region (torch._dynamo "
                     f"recompile_limit {torch._dynamo.config.recompile_limit}; the schedule has "
-                    f"{len(train_sides)} sizes). {RECOMPILE_ADVICE}")
+                    f"{len(sides)} sizes). {RECOMPILE_ADVICE}")
         if net_is_compiled and dynamic_shapes and compiled_graphs() == graphs_before:
             raise RuntimeError("torch.compile (dynamic shapes) compiled nothing during the warm-up: "
                                f"the step would run eagerly. {RECOMPILE_ADVICE}")
-        model.eval()
-        with torch.no_grad(), autocast(), At("warm-up evaluation", eval_side,
-                                             max(eval_batches, default=0)):
-            start = time.perf_counter()
-            for eval_batch in eval_batches:
-                model(normalize(batch_of(eval_batch, eval_side)))  # evaluation runs eagerly
-            _sync(device)
-            seconds[-eval_side] = time.perf_counter() - start     # negative: evaluation
-        model.train(was_training)
-    log(f"warm-up before run_start: {len(train_sides)} training sizes "
-        f"({', '.join(str(s) for s in train_sides)} px) and evaluation at {eval_side} px, "
-        f"{sum(seconds.values()):.1f} s, synthetic batches"
+        seconds[-config.eval_resolution] = evaluation_forward(step, eval_batches, images_of, device)
+    log(f"warm-up before run_start: {len(sides)} training sizes "
+        f"({', '.join(str(s) for s in sides)} px) and evaluation at {config.eval_resolution} px, "
+        f"{sum(seconds.values()):.1f} s, synthetic batches, {steps} recipe steps"
         + (f"; torch.compile compiled {compiled_graphs() - graphs_before} graph(s)" if net_is_compiled else ""))
     return seconds
+
+
+def evaluation_forward(step: RecipeStep, eval_batches: list[int], images_of,
+                       device: torch.device) -> float:
+    """The evaluated model's forward at each evaluation batch size, as `evaluate` runs it
+    (eval mode, eagerly, under autocast); returns the seconds it took."""
+    model, side = step.eval_model, step.config.eval_resolution
+    was_training = model.training
+    model.eval()
+    start = time.perf_counter()
+    with torch.no_grad(), step.autocast(), At("warm-up evaluation", side, max(eval_batches, default=0)):
+        for size in eval_batches:
+            model(step.normalize(images_of(size, side)))
+        _sync(device)
+    model.train(was_training)
+    return time.perf_counter() - start
 
 
 def warm_up_loaders(train_loader, val_loader, log=print) -> float:
@@ -166,12 +197,9 @@ def compiled(net: torch.nn.Module, cache_dir, sizes: int, cuda_graphs: bool = Fa
     recompile_limit (8) torch runs the new sizes eagerly with only a warning, and Mild's
     schedule has 13 sizes: its 5 largest, 40% of the run, would not be compiled.
     cuda_graphs: mode reduce-overhead, each size's forward and backward replayed as CUDA
-    graphs (on an H100: 2.58x eager at 88 px, where the step is launch-bound, 1.31x at
-    176 px; docs/gpu-h100.md).
+    graphs, which pays most where the step is launch-bound (small sides).
     dynamic: graphs with symbolic sizes instead (dynamic=True), compiled again only where a
-    size changes a guard (on CPU, ResNet-50 compiled again going from 32 to 16 px). Issue 9
-    measured it on an H100: 130 s to compile once, then 1.2-2.4 s at each new size, and no
-    gain over eager."""
+    size changes a guard. What each costs and gains: docs/timing-and-warmup.md."""
     import os
     from torch._inductor.runtime.cache_dir_utils import default_cache_dir
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, sizes)

@@ -2,7 +2,9 @@
 integration runs short on a 2-core machine."""
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -45,6 +47,25 @@ def quick_settings(results: Path, cache: Path, **extra) -> list[str]:
 def run_submission(*args: str, timeout: float = 600, **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "submission", *args], cwd=REPO,
                           capture_output=True, text=True, timeout=timeout, **kwargs)
+
+
+@contextlib.contextmanager
+def campaign_from_a_terminal(*args: str):
+    """`python -m submission ARGS` as a terminal runs it, in a process group of its own
+    (Ctrl-C: os.killpg(campaign.pid, signal.SIGINT)), its output piped (stdout and stderr
+    together); killed with its group if it is still running at the end. A shell's
+    background job (CI started with `&`) inherits SIGINT ignored, and Python then never
+    raises KeyboardInterrupt: the default is restored for it."""
+    campaign = subprocess.Popen([sys.executable, "-m", "submission", *args], cwd=REPO,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        yield campaign
+    finally:
+        if campaign.poll() is None:
+            os.killpg(campaign.pid, signal.SIGKILL)
+            campaign.wait()
 
 
 def free_port() -> int:

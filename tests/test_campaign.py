@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, quick_settings, run_submission, wait_for
+from conftest import REPO, campaign_from_a_terminal, quick_settings, run_submission, wait_for
 from submission import runs
 from submission.jsonfile import write_json
 from submission.results import CampaignError, result_path, system_dir
@@ -32,22 +32,12 @@ def test_interrupted_campaign_resumes_and_packages(tmp_path, cache_dir):
     args = ["run", *quick_settings(results, cache_dir, target_accuracy=0.05, package="true",
                                    org="TestOrg", seeds="11,12,13,14,15")]
     resnet = results / "local_cpu" / "resnet"
-    # as from a terminal: a shell's background job (CI started with `&`) inherits SIGINT
-    # ignored, and Python then never raises KeyboardInterrupt
-    first = subprocess.Popen([sys.executable, "-m", "submission", *args], cwd=REPO,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                             start_new_session=True,
-                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    try:
+    with campaign_from_a_terminal(*args) as first:
         wait_for(lambda: (resnet / "result_2.txt.partial").is_file()
                  and "run_start" in (resnet / "result_2.txt.partial").read_text(), 400,
                  "run 3 to start")
-        os.killpg(first.pid, signal.SIGINT)      # Ctrl-C: the campaign and torchrun
+        os.killpg(first.pid, signal.SIGINT)      # Ctrl-C: the campaign, which stops torchrun
         output, _ = first.communicate(timeout=120)
-    finally:
-        if first.poll() is None:
-            os.killpg(first.pid, signal.SIGKILL)
-            first.wait()
     assert first.returncode != 0
     assert "interrupted" in output and "re-run the same command to resume" in output
     partial = (resnet / "result_2.txt.partial").read_text().splitlines()

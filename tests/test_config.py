@@ -232,7 +232,7 @@ def test_dry_run_prints_config_and_torchrun_command_and_p4d_fails_here(tmp_path)
                           "data_dir=/nonexistent/imagenet", f"results_dir={tmp_path}", "--dry-run"],
                          capture_output=True, text=True, cwd=config.REPO_ROOT)
     assert '"global_batch_size": 2048' in out.stdout
-    assert "torch.distributed.run --nproc_per_node=8" in out.stdout
+    assert "submission.launcher --nproc_per_node=8" in out.stdout      # torchrun, quiet when stopped
     assert out.returncode == 2
     assert "describes 8 GPU(s) per node, this machine has 0 visible" in out.stderr
     assert "system=local" in out.stderr and "data_dir=/nonexistent/imagenet" in out.stderr

@@ -201,3 +201,104 @@ def test_the_augmentation_runs_on_each_cropped_image(prepared):
     flipped = next(iter(flipped_first))[0]
     torch.manual_seed(0)
     assert torch.equal(flipped, next(iter(plain_first))[0].flip(2))   # NCHW: H is dim 2
+
+
+WORKER_PROBE = '''
+import gc, json, multiprocessing, sys
+import torch
+from torch.utils.data import Dataset
+from submission.data.torchvision_loader import TrainLoader
+
+
+class Images(Dataset):
+    def __len__(self):
+        return 64
+
+    def __getitem__(self, index):
+        return torch.full((3, 4, 4), index, dtype=torch.uint8), index
+
+
+def say(**figures):
+    print(json.dumps(figures), flush=True)
+
+
+loader = TrainLoader(Images(), 4, 2, 0, torch.device("cpu"), 0, 1)
+batches = iter(loader)
+next(batches)
+workers = multiprocessing.active_children()
+say(workers=[w.pid for w in workers])
+sys.stdin.readline()                   # the test has signalled the workers
+taken = sum(1 for _ in batches) + sum(1 for _ in loader)
+say(alive=all(w.is_alive() for w in workers), batches=taken)
+ending = sys.stdin.readline().strip()
+if ending == "shutdown":               # the DataLoader's own shutdown, the trainer alive
+    del batches, loader
+    gc.collect()
+    for worker in workers:
+        worker.join(timeout=30)
+    say(alive_after_shutdown=[w.pid for w in workers if w.is_alive()])
+elif ending == "crash":                # an uncaught error keeps the loader alive to the exit
+    raise RuntimeError("the trainer crashed")
+else:                                  # the test kills this process
+    sys.stdin.readline()
+'''
+
+
+def _gone(pid: int) -> bool:
+    """Whether process `pid` has ended (a zombie left for its new parent to reap counts)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.parametrize("ending", ["shutdown", "crash", "killed"])
+def test_workers_leave_stop_signals_to_the_trainer_and_still_end_with_it(tmp_path, ending):
+    """SIGTERM and SIGINT from another process (torchrun, SLURM, the terminal) leave the
+    persistent workers running and the batches coming; the DataLoader's own shutdown
+    ends them, an uncaught error in the trainer still lets it exit (the workers ended by
+    multiprocessing's SIGTERM at exit, from their parent), and the trainer's death ends
+    them (the DataLoader's watchdog)."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import GPUS_HIDDEN, REPO
+
+    (tmp_path / "probe.py").write_text(WORKER_PROBE)
+    probe = subprocess.Popen([sys.executable, str(tmp_path / "probe.py")], cwd=REPO, text=True,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env={"PYTHONPATH": str(REPO), "PATH": os.environ["PATH"], **GPUS_HIDDEN})
+    try:
+        workers = json.loads(probe.stdout.readline())["workers"]
+        assert len(workers) == 2
+        for pid in workers:
+            os.kill(pid, signal.SIGTERM)
+            os.kill(pid, signal.SIGINT)
+        time.sleep(1)
+        probe.stdin.write("go\n")
+        probe.stdin.flush()
+        served = json.loads(probe.stdout.readline())
+        assert served == {"alive": True, "batches": 15 + 16}
+        probe.stdin.write(ending + "\n")
+        probe.stdin.flush()
+        if ending == "shutdown":
+            assert json.loads(probe.stdout.readline()) == {"alive_after_shutdown": []}
+        elif ending == "crash":
+            assert probe.wait(timeout=60) == 1
+            assert "the trainer crashed" in probe.stderr.read()
+        else:
+            probe.kill()
+            probe.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while not all(_gone(pid) for pid in workers):
+            assert time.monotonic() < deadline, f"workers left running after '{ending}'"
+            time.sleep(0.2)
+    finally:
+        if probe.poll() is None:
+            probe.kill()
+            probe.wait()

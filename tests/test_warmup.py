@@ -1,4 +1,5 @@
-"""Warm-up before run_start: every size of the schedule, and nothing of the run changed."""
+"""Warm-up before run_start: the recipe step at every size of the schedule, and nothing of
+the run changed."""
 from __future__ import annotations
 
 import copy
@@ -7,56 +8,130 @@ import random
 
 import numpy as np
 import torch
+from torch import nn
 
 from submission.config import resolve
 from submission.data.loaders import Normalizer
 from submission.methods.ema import EMA
 from submission.methods.loss import LOSSES
-from submission.methods.sgdw import DecoupledSGDW
-from submission.model import model_from_config
-from submission.step import RunPlan, autocast_for, optimizer_step
+from submission.step import RecipeStep, RunPlan, autocast_for, build_step, recipe_optimizer
 from submission.warmup import warm_up
 
 CPU = torch.device("cpu")
 
 
-def test_warm_up_runs_every_size_and_leaves_the_run_bit_identical():
-    config = resolve("cpu", {})
+def _state_of(step) -> dict:
+    """Everything of a run that the warm-up must leave as it found it, copied."""
+    return copy.deepcopy({
+        "model": step.model.state_dict(), "ema": step.ema.model.state_dict(),
+        "grads": [p.grad for p in step.model.parameters()],
+        "optimizer": step.optimizer.state_dict(),
+        "scaler": step.scaler.state_dict() if step.scaler else None,
+        "rng": (random.getstate(), np.random.get_state(), torch.get_rng_state())})
+
+
+def _assert_same(before, after) -> None:
+    """Equal, tensors bit for bit, through dicts, lists and tuples."""
+    if isinstance(before, torch.Tensor):
+        assert isinstance(after, torch.Tensor) and torch.equal(before, after)
+    elif isinstance(before, dict):
+        assert before.keys() == after.keys()
+        for key in before:
+            _assert_same(before[key], after[key])
+    elif isinstance(before, (list, tuple)):
+        assert len(before) == len(after)
+        for old, new in zip(before, after):
+            _assert_same(old, new)
+    elif isinstance(before, np.ndarray):
+        assert np.array_equal(before, after)
+    else:
+        assert before == after
+
+
+def _shapes_seen(step) -> list:
+    """The (batch, side) of every forward of the model's stem, from now on."""
+    seen = []
+    step.model.conv1.register_forward_pre_hook(lambda m, args: seen.append(args[0].shape[::3]))
+    step.ema.model.conv1.register_forward_pre_hook(lambda m, args: seen.append(args[0].shape[::3]))
+    return seen
+
+
+def test_warm_up_runs_the_recipe_step_at_every_size_and_leaves_the_run_bit_identical():
+    """Mild on a fresh step: the recipe step at each side of the plan on batches of the
+    loader's size, the evaluation forward at both batch sizes; afterwards no momentum
+    buffer (a fresh optimizer has none), no gradient, the same weights, BatchNorm
+    statistics, EMA copy, learning rate and random generators."""
+    config = resolve("cpu", {"batch_per_device": "2"})
     torch.manual_seed(0)
-    model = model_from_config(config, 10)
-    ema = EMA(model, 10, 1)
-    optimizer = DecoupledSGDW(model.parameters(), lr=0.1, momentum=0.875, weight_decay=5e-4)
-    normalize, autocast, loss_fn = Normalizer(CPU), autocast_for(config, CPU), LOSSES["bce"]
-    images = torch.randint(0, 256, (4, 3, 16, 16), dtype=torch.uint8)
-    labels = torch.randint(0, 10, (4,))
-    optimizer_step(model, optimizer, None, autocast, loss_fn, normalize(images), labels, 0.08)
-    ema.update(model, 1)                      # momentum buffers and an EMA with history
+    step = build_step(config, 10, CPU)
+    step.set_lr(0.0123)
+    plan = RunPlan.of(config, 60_000)
+    assert plan.sides() == [16, 20, 24, 28, 32]
+    before = _state_of(step)
+    assert before["optimizer"]["state"] == {} and all(g is None for g in before["grads"])
+    seen = _shapes_seen(step)
+    lines = []
+    seconds = warm_up(step, plan, [3, 1], CPU, log=lines.append)
 
-    before = copy.deepcopy((model.state_dict(), ema.model.state_dict(), optimizer.state_dict()))
-    rng = (random.getstate(), np.random.get_state(), torch.get_rng_state())
-    sides_seen = []
-    hook = model.conv1.register_forward_pre_hook(lambda m, args: sides_seen.append(args[0].shape[::3]))
-    sides = RunPlan.of(config, 60_000).sides()
-    assert sides == [16, 20, 24, 28, 32]
-    seconds = warm_up(model, model, train_sides=sides, eval_side=config.eval_resolution, batch=2,
-                      eval_batches=[3, 1], num_classes=10, loss_fn=loss_fn, smoothing=0.08,
-                      autocast=autocast, normalize=normalize, device=CPU, log=lambda line: None)
-    hook.remove()
+    # the step's forward at every training side, then both evaluation batch sizes
+    assert seen == [(2, side) for side in plan.sides()] + [(3, config.eval_resolution),
+                                                           (1, config.eval_resolution)]
+    assert set(seconds) == set(plan.sides()) | {-config.eval_resolution}
+    assert lines[0].startswith("warm-up before run_start: 5 training sizes (16, 20, 24, 28, 32 px) "
+                               "and evaluation at 32 px, ")
+    assert lines[0].endswith(" s, synthetic batches, 5 recipe steps")
+    _assert_same(before, _state_of(step))
+    assert [group["lr"] for group in step.optimizer.param_groups] == [0.0123]
+    assert step.model.training
 
-    # every training side at the training batch, then both evaluation batch sizes
-    assert sides_seen == [(2, side) for side in sides] + [(3, config.eval_resolution),
-                                                          (1, config.eval_resolution)]
-    assert set(seconds) == set(sides) | {-config.eval_resolution}
-    after = (model.state_dict(), ema.model.state_dict(), optimizer.state_dict())
-    for old, new in zip(before[:2], after[:2]):
-        assert old.keys() == new.keys()
-        assert all(torch.equal(old[k], new[k]) for k in old)      # BN statistics included
-    assert all(torch.equal(before[2]["state"][i]["momentum_buffer"], after[2]["state"][i]["momentum_buffer"])
-               for i in before[2]["state"])
-    assert all(p.grad is None for p in model.parameters())
-    assert model.training
-    assert random.getstate() == rng[0] and torch.equal(torch.get_rng_state(), rng[2])
-    assert np.array_equal(np.random.get_state()[1], rng[1][1])
+
+def tiny_model() -> nn.Module:
+    return nn.Sequential(nn.Conv2d(3, 8, 3, stride=2, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 10))
+
+
+def test_warm_up_of_sam_includes_a_two_pass_step_at_every_side_and_restores_its_state():
+    """Hot's step (SAM every 5th step, MixUp, ColOut; a small model in place of ResNet-50)
+    two steps into a run, with a GradScaler whose scale grows at every step: at each side
+    at least one two-pass SAM step, on batches of the loader's full side (ColOut crops them
+    in the step); afterwards the momentum buffers, SAM's step count, the scaler's state,
+    the weights, the EMA copy, the gradients and the generators are those of before."""
+    config = resolve("cpu", {"recipe": "hot", "batch_per_device": "2"})
+    torch.manual_seed(0)
+    model = tiny_model()
+    step = RecipeStep(config, model, model, EMA(model, 10, 1), recipe_optimizer(config, model, CPU),
+                      LOSSES[config.loss], autocast_for(config, CPU),
+                      torch.amp.GradScaler("cpu", init_scale=1024.0, growth_interval=1), Normalizer(CPU))
+    plan = RunPlan.of(config, 60_000)
+    assert plan.sides() == [16, 20, 24, 28, 30] and config.sam_interval == 5
+    for _ in range(2):
+        images = torch.randint(0, 256, (2, 3, 32, 32), dtype=torch.uint8)
+        step(images.contiguous(memory_format=torch.channels_last), torch.randint(0, 10, (2, 1)), 16)
+    step.update_average(2)
+    assert step.optimizer.steps == 2 and step.optimizer.state_dict()["base"]["state"]
+    assert step.scaler.get_scale() == 1024.0 * 2 ** 2
+    before = _state_of(step)
+
+    seen, calls = [], []          # sides of the model's forwards; (side, forwards) of each step
+    model[0].register_forward_pre_hook(lambda m, args: seen.append(args[0].shape[-1]))
+    plain_step = step.optimizer.step
+
+    def counted(closure, scaler=None):
+        first = len(seen)
+        loss = plain_step(closure, scaler)
+        calls.append((seen[first], len(seen) - first))
+        return loss
+
+    step.optimizer.step = counted
+    warm_up(step, plan, [2], CPU, log=lambda line: None)
+    del step.optimizer.step
+
+    assert [side for side, _ in calls] == [16] * 3 + [20] * 5 + [24] * 5 + [28] * 5 + [30] * 5
+    for side in plan.sides():
+        assert (side, 2) in calls            # a two-pass SAM step at every side
+    assert len(seen) == len(calls) + 5      # the evaluation ran on the EMA copy
+    _assert_same(before, _state_of(step))
+    assert step.optimizer.steps == 2 and step.scaler.get_scale() == 1024.0 * 2 ** 2
 
 
 LOADER_PROBE = '''
@@ -66,7 +141,7 @@ from numba.core import event
 from submission import distributed
 from submission.config import Config
 from submission.data.prepared_data import PreparedData
-from submission.train import run_loaders
+from submission.data.run_loaders import run_loaders
 from submission.warmup import warm_up_loaders
 
 config = Config.from_dict(json.loads(open(sys.argv[1]).read()))
@@ -132,7 +207,7 @@ from submission import distributed
 from submission.config import Config
 from submission.data.loaders import one_epoch
 from submission.data.prepared_data import PreparedData
-from submission.train import run_loaders
+from submission.data.run_loaders import run_loaders
 from submission.warmup import warm_up_loaders
 
 gc.disable()      # what the warm-up frees must not depend on when a collection happens to run
@@ -280,12 +355,20 @@ import contextlib, json, sys
 from pathlib import Path
 import torch
 from torch import nn
+from submission.config import resolve
 from submission.data.loaders import Normalizer
 from submission.methods.loss import LOSSES
+from submission.methods.sgdw import DecoupledSGDW
+from submission.step import RecipeStep, RunPlan
 from submission.warmup import compiled, compiled_graphs, warm_up
 
 CPU = torch.device("cpu")
-normalize = Normalizer(CPU)
+# ten sides, 8 to 44 px: torch._dynamo compiles 8 sizes of a forward unless told more
+config = resolve("cpu", {"batch_per_device": "4", "train_resolution": "44", "resize_initial_scale": "0.2",
+                         "resize_granularity": "step", "ema_half_life_batches": "0"})
+plan = RunPlan.of(config, 4000)
+sides = plan.sides()
+assert sides == list(range(8, 48, 4)), sides
 lines = []
 
 
@@ -294,49 +377,50 @@ def tiny():
                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 10))
 
 
-settings = dict(eval_side=8, batch=4, eval_batches=[4], num_classes=10, loss_fn=LOSSES["bce"],
-                smoothing=0.1, autocast=contextlib.nullcontext, normalize=normalize, device=CPU,
-                log=lines.append, net_is_compiled=True)
-sides = list(range(8, 48, 4))          # 10 sizes: torch._dynamo compiles 8 unless told more
-model = tiny()
-net = compiled(model, Path(sys.argv[1]), len(sides))
-warm_up(net, model, train_sides=sides, **settings)
-after_warm_up = compiled_graphs()
-for side in sides:                     # the run's steps, at every size of the schedule
-    images = torch.randint(0, 256, (4, 3, side, side), dtype=torch.uint8)
-    net(normalize(images.contiguous(memory_format=torch.channels_last))).sum().backward()
-late = compiled_graphs() - after_warm_up
+def recipe_step(model, net):
+    optimizer = DecoupledSGDW(model.parameters(), lr=0.1, momentum=0.875, weight_decay=5e-4)
+    return RecipeStep(config, model, net, None, optimizer, LOSSES["bce"], contextlib.nullcontext,
+                      None, Normalizer(CPU))
 
+
+def warmed(step, dynamic=False) -> str:
+    try:
+        warm_up(step, plan, [4], CPU, log=lines.append, net_is_compiled=True, dynamic_shapes=dynamic)
+        return ""
+    except RuntimeError as error:
+        return str(error)
+
+
+def late_graphs(step) -> int:
+    before = compiled_graphs()
+    for side in sides:                 # the run's steps, at every size of the schedule
+        images = torch.randint(0, 256, (4, 3, 44, 44), dtype=torch.uint8)
+        step(images.contiguous(memory_format=torch.channels_last), torch.zeros((4, 1), dtype=torch.int64), side)
+    return compiled_graphs() - before
+'''
+
+STATIC_PROBE = COMPILE_PROBE + '''
+model = tiny()
+step = recipe_step(model, compiled(model, Path(sys.argv[1]), len(sides)))
+warmed(step)
+after_warm_up = compiled_graphs()
+late = late_graphs(step)
 # room for no more sizes: a second model's first size falls back to eager, and is refused
 torch._dynamo.config.recompile_limit = len(sides)
 other = tiny()
-try:
-    warm_up(torch.compile(other, dynamic=False), other, train_sides=[8], **settings)
-    refused = ""
-except RuntimeError as error:
-    refused = str(error)
-print(json.dumps({"after_warm_up": after_warm_up, "late": late, "refused": refused,
-                  "log": lines[0]}))
+refused = warmed(recipe_step(other, torch.compile(other, dynamic=False)))
+print(json.dumps({"after_warm_up": after_warm_up, "late": late, "refused": refused, "log": lines[0]}))
 '''
 
 
-DYNAMIC_PROBE = COMPILE_PROBE.split("sides = ")[0] + '''
-sides = list(range(8, 48, 4))
+DYNAMIC_PROBE = COMPILE_PROBE + '''
 model = tiny()
-net = compiled(model, Path(sys.argv[1]), len(sides), dynamic=True)
-warm_up(net, model, train_sides=sides, dynamic_shapes=True, **settings)
+step = recipe_step(model, compiled(model, Path(sys.argv[1]), len(sides), dynamic=True))
+warmed(step, dynamic=True)
 after_warm_up = compiled_graphs()
-for side in sides:
-    images = torch.randint(0, 256, (4, 3, side, side), dtype=torch.uint8)
-    net(normalize(images.contiguous(memory_format=torch.channels_last))).sum().backward()
-late = compiled_graphs() - after_warm_up
-try:                                   # warmed already: this warm-up compiles nothing at all
-    warm_up(net, model, train_sides=sides, dynamic_shapes=True, **settings)
-    refused = ""
-except RuntimeError as error:
-    refused = str(error)
-print(json.dumps({"after_warm_up": after_warm_up, "late": late, "refused": refused,
-                  "log": lines[0]}))
+late = late_graphs(step)
+refused = warmed(step, dynamic=True)    # warmed already: this warm-up compiles nothing at all
+print(json.dumps({"after_warm_up": after_warm_up, "late": late, "refused": refused, "log": lines[0]}))
 '''
 
 
@@ -359,7 +443,7 @@ def test_compiled_warm_up_compiles_every_size_of_a_long_schedule_before_run_star
     """compile=true with more sizes than torch._dynamo's recompile_limit (8; Mild has 13):
     the warm-up compiles every one, the run's steps at those sizes compile nothing more,
     and a size torch would leave eager is refused before run_start, not run slowly."""
-    figures = _probe(tmp_path, COMPILE_PROBE)
+    figures = _probe(tmp_path, STATIC_PROBE)
     assert figures["after_warm_up"] >= 10
     assert f"torch.compile compiled {figures['after_warm_up']} graph(s)" in figures["log"]
     assert figures["late"] == 0

@@ -41,11 +41,11 @@ from ..profile import (Augmentation, BenchProfile, FedStep, Loader, LoaderProbe,
                        Measured, SetupExtra, SideStep, recorded_settings)
 from ..data import ffcv_threads, loaders
 from ..data.prepare import cache_folder, prepare
+from ..data.run_loaders import randaugment_of, run_loaders
 from ..methods.loss import LOSSES
 from ..methods.progressive_resize import resize_batch
 from ..step import RunPlan, autocast_dtype, autocast_for, build_step, grad_scaler, optimizer_step
 from ..system_description import fill_from_host
-from ..train import run_loaders
 from ..warmup import compiled, warm_up_loaders
 from .timing import (finish, first_call, in_turns, loader_alone, matmul_peak, synthetic_batch, sync,
                      timed)
@@ -332,10 +332,8 @@ def augmentation_cost(config, data, images: int = AUGMENTATION_IMAGES) -> dict:
     (torchvision_loader.BetonImages), crop + flip (RandomResizedCrop, flip), RandAugment,
     to tensor (the transforms of torchvision_loader.image_transform, each timed alone)."""
     from ..data import torchvision_loader
-    from ..methods.randaugment import RandAugment
 
-    augment = (RandAugment(config.randaugment_severity, config.randaugment_depth,
-                           config.randaugment_set) if config.randaugment_depth else None)
+    augment = randaugment_of(config)
     transforms = list(getattr(torchvision_loader.image_transform(
         config.train_resolution, config.crop_scale_min, augment), "transforms"))
     at = next((i for i, t in enumerate(transforms) if augment is not None and t is augment), None)

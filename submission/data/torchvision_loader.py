@@ -12,6 +12,10 @@ Per image (`image_transform`): RandomResizedCrop (area crop_scale_min-1, ratio 3
 horizontal flip, the augmentation (RandAugment), to a uint8 tensor. Batches leave it as
 the FFCV loader's do: uint8 NCHW in channels-last memory on the device, labels int64 (N, 1).
 
+Stop signals are the trainer's (`leave_stop_signals_to_the_trainer`): a SIGINT or SIGTERM
+meant for the run, which reaches the workers too, leaves them running, so that the trainer
+stops between steps and logs run_stop "interrupted" rather than a worker's death.
+
 Sharding is FFCV's distributed order: a DistributedSampler (shuffled from the seed, a new
 order each epoch, the same on every rank) gives each rank ceil(samples / ranks) images,
 padded with repeats, and the last incomplete batch is dropped: sharding.steps_per_epoch
@@ -28,6 +32,9 @@ JPEG-compressed); `write_mode=jpg` makes every one a JPEG to decode, as in an Im
 from __future__ import annotations
 
 import io
+import os
+import signal
+import threading
 from typing import Callable
 
 import numpy as np
@@ -93,6 +100,34 @@ def image_transform(resolution: int, crop_scale_min: float,
     ])
 
 
+def leave_stop_signals_to_the_trainer(worker_id: int) -> None:
+    """The workers' worker_init_fn: they ignore SIGINT, and SIGTERM unless the trainer sends it.
+
+    Ctrl-C, torchrun's stop (SIGTERM or SIGINT to each trainer's process group) and SLURM's
+    (SIGTERM to every process of the job) reach the workers with the trainer, which notes
+    the signal and stops after its step. A worker killed first made the trainer's next
+    batch fail ("DataLoader worker (pid N) is killed by signal"), a crash in the log. The
+    trainer's own SIGTERM (the DataLoader's shutdown, multiprocessing's at exit) must still
+    end a worker: ignored, it would leave the trainer waiting for the worker at exit
+    forever. So SIGTERM is blocked and a thread waits for it, ending the worker, as torch's
+    handler does, when it comes from the trainer (the sender's pid, which a Python signal
+    handler cannot see). A trainer that dies ends its workers through the DataLoader's
+    watchdog (each worker checks its parent every 5 s). Without sigwaitinfo (macOS) SIGTERM
+    keeps torch's handler: the trainer then tells a worker's death after its own stop
+    signal from a crash (stop_signals.StopRequests.explains)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "sigwaitinfo"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        threading.Thread(target=_end_on_sigterm_from, args=(os.getppid(),), daemon=True,
+                         name="sigterm-from-trainer").start()
+
+
+def _end_on_sigterm_from(trainer: int) -> None:
+    while signal.sigwaitinfo({signal.SIGTERM}).si_pid != trainer:
+        pass
+    os._exit(0)
+
+
 class TrainLoader:
     """Batches of one epoch per iteration; each iteration starts the next epoch (the
     sampler's set_epoch: a new order, reproducible from the seed)."""
@@ -116,7 +151,8 @@ class TrainLoader:
         self.loader = DataLoader(dataset, batch_size=batch_size, sampler=self.sampler,
                                  num_workers=workers, drop_last=True,
                                  pin_memory=device.type == "cuda",
-                                 persistent_workers=workers > 0, generator=generator)
+                                 persistent_workers=workers > 0, generator=generator,
+                                 worker_init_fn=leave_stop_signals_to_the_trainer)
 
     def __len__(self) -> int:
         return len(self.loader)

@@ -84,6 +84,14 @@ class SAM:
     def zero_grad(self, set_to_none: bool = True) -> None:
         self.base.zero_grad(set_to_none=set_to_none)
 
+    def state_dict(self) -> dict:
+        """The base optimizer's state and the step count, as torch.optim.Optimizer's."""
+        return {"base": self.base.state_dict(), "steps": self.steps}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.base.load_state_dict(state["base"])
+        self.steps = state["steps"]
+
     def next_is_sam(self) -> bool:
         """Whether the next call of step() is a two-pass SAM step."""
         return (self.steps + 1) % self.interval == 0

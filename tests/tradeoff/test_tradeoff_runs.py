@@ -6,12 +6,10 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 
 import pytest
 
-from conftest import REPO, quick_settings, run_submission, wait_for
+from conftest import campaign_from_a_terminal, quick_settings, run_submission, wait_for
 from submission.config import ConfigError, resolve
 from submission.step import RunPlan
 from submission.tradeoff.grid import load_grid
@@ -74,18 +72,10 @@ def test_an_interrupted_point_is_redone_and_a_finished_one_kept_byte_for_byte(tm
     points = _folder(tmp_path) / "points"
     first_log, second_log = points / "mild-budget0.5-seed5" / "log.txt", points / "mild-budget1-seed5" / "log.txt"
     partial = second_log.with_name("log.txt.partial")
-    # as from a terminal: a background job inherits SIGINT ignored (see test_campaign)
-    job = subprocess.Popen([sys.executable, "-m", "submission", *args], cwd=REPO, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    try:
+    with campaign_from_a_terminal(*args) as job:
         wait_for(lambda: partial.is_file() and "run_start" in partial.read_text(), 400, "point 1 to start")
         os.killpg(job.pid, signal.SIGINT)
         output, _ = job.communicate(timeout=120)
-    finally:
-        if job.poll() is None:
-            os.killpg(job.pid, signal.SIGKILL)
-            job.wait()
     assert job.returncode == 1 and "interrupted" in output and "Traceback" not in output, output
     assert "interrupted" in _mllog(partial, "run_stop")[0]["metadata"]["reason"]
     kept = first_log.read_bytes()

@@ -1,0 +1,44 @@
+"""The loaders a run of a configuration trains and evaluates with, built in one place for
+the training loop, the warm-up and the bench.
+
+Training: FFCV's loader (`loaders.train_loader`), or with train_loader=torchvision the
+DataLoader of `torchvision_loader` with the configuration's RandAugment (Hot's per-image
+CPU augmentation). Evaluation: FFCV's sequential loader, each rank every world_size-th
+image.
+"""
+from __future__ import annotations
+
+from ..config import Config
+from ..distributed import Context
+from . import loaders
+
+
+def randaugment_of(config: Config):
+    """The configuration's RandAugment (a PIL -> PIL callable), or None without one."""
+    if not config.randaugment_depth:
+        return None
+    from ..methods.randaugment import RandAugment
+    return RandAugment(config.randaugment_severity, config.randaugment_depth, config.randaugment_set)
+
+
+def run_loaders(config: Config, ctx: Context, seed: int, train_path: str, val_path: str,
+                eval_samples: int, shard: bool):
+    """The run's training and evaluation loaders; shard=False builds the same pipelines
+    unsharded (the warm-up, on synthetic files of one batch)."""
+    rank, world = (ctx.rank, ctx.world_size) if shard else (0, 1)
+    if config.train_loader == "torchvision":
+        from . import torchvision_loader
+        train = torchvision_loader.train_loader(
+            train_path, config.train_resolution, config.batch_per_device,
+            config.workers_per_device, seed, ctx.device, rank, world, config.crop_scale_min,
+            randaugment_of(config))
+    else:
+        train = loaders.train_loader(
+            train_path, config.train_resolution, config.batch_per_device,
+            config.workers_per_device, seed, ctx.device, ctx.distributed and shard,
+            config.crop_scale_min)
+    val = loaders.val_loader(
+        val_path, config.eval_resolution, config.eval_resize,
+        config.eval_batch, config.workers_per_device,
+        ctx.device, rank, world, eval_samples)
+    return train, val

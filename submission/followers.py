@@ -1,0 +1,60 @@
+"""Which run the processes of one torchrun job do: rank 0 decides, every other rank follows.
+
+Node 0's campaign starts each run with its index, seed and the runs left after it. The
+campaigns of the other nodes (node_rank > 0) start torchrun with --follow and no run of
+their own: rank 0 broadcasts the run and its configuration to them, and local rank 0 of
+each such node writes the runs still to come to its --state file, which tells its
+campaign whether to start another job. When node 0 finds every run complete it starts
+one job with --finish, so that the followers waiting for a next run learn that the
+campaign is over.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import distributed as dist_utils
+from .config import Config
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The trainer's command-line options of the handshake."""
+    parser.add_argument("--follow", action="store_true", help="node > 0: take the run from rank 0")
+    parser.add_argument("--finish", action="store_true", help="tell followers the campaign is over")
+    parser.add_argument("--remaining", type=int, default=0, help="runs left after this one")
+    parser.add_argument("--state", default="", help="follower: where to record runs remaining")
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """The run every rank of the job does, as rank 0 decided it."""
+    run_index: int
+    runs: int
+    seed: int
+    config: Config
+    cache_cleared: bool
+    finish: bool            # no run: the campaign is over
+    named: str = ""         # what the run's lines start with, when the launcher names it
+
+    @property
+    def label(self) -> str:
+        return self.named or f"[run {self.run_index + 1}/{self.runs} seed {self.seed}]"
+
+
+def agree_on_run(args: argparse.Namespace, config: Config, local_rank: int) -> RunSpec:
+    """Rank 0's run (from its command line: --run-index, --runs, --seed, --cache-cleared,
+    --finish, --remaining) on every rank. A follower takes rank 0's configuration, and its
+    local rank 0 records in --state how many runs remain (0 once the campaign is over)."""
+    spec = dist_utils.broadcast_object({
+        "run_index": args.run_index, "runs": args.runs, "seed": args.seed,
+        "finish": args.finish, "remaining": args.remaining, "config": config.to_dict(),
+        "cache_cleared": args.cache_cleared, "label": args.label})
+    if args.follow:
+        config = Config.from_dict(spec["config"])
+        if args.state and local_rank == 0:
+            remaining = 0 if spec["finish"] else spec["remaining"]
+            Path(args.state).write_text(json.dumps({"remaining": remaining}))
+    return RunSpec(spec["run_index"], spec["runs"], spec["seed"], config,
+                   bool(spec["cache_cleared"]), bool(spec["finish"]), spec["label"])

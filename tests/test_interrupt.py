@@ -1,0 +1,106 @@
+"""End to end: a run stopped by Ctrl-C or by SLURM's SIGTERM, on real campaigns (torchrun,
+the trainer, Hot's DataLoader worker processes or Mild's FFCV threads) scaled to a few
+steps: the run's log ends run_stop aborted "interrupted (...)", the console ends with the
+campaign's one line, neither the console nor the run's transcript shows a traceback,
+nothing of the job is left running, and the same command again completes the campaign."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import campaign_from_a_terminal, quick_settings, run_submission
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
+
+# five steps of 32 images, evaluated once at the end: the run is stopped after its first
+# step, and the campaign run again reaches the 5% gate at that evaluation
+FEW_STEPS = dict(train_limit=160, batch_per_device=32, epochs=1, eval_every_epochs=1,
+                 eval_limit=200, progress_every_steps=1, target_accuracy=0.05, runs=1, seeds="7")
+
+
+def _descendants(pid: int) -> list[int]:
+    """`pid` and every process below it, whatever session or process group it is in."""
+    found = [pid]
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as children:
+                for child in children.read().split():
+                    found += _descendants(int(child))
+    except FileNotFoundError:
+        pass
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _ctrl_c(campaign: subprocess.Popen) -> None:
+    """What a terminal sends on Ctrl-C: SIGINT to the foreground process group."""
+    os.killpg(campaign.pid, signal.SIGINT)
+
+
+def _slurm_stop(campaign: subprocess.Popen) -> None:
+    """What SLURM sends on scancel or --signal=TERM (proctrack linuxproc or cgroup): SIGTERM
+    to every process of the job, the campaign's process group and those outside it alike
+    (torchrun, the trainer, the loader's workers)."""
+    os.killpg(campaign.pid, signal.SIGTERM)
+    for pid in _descendants(campaign.pid):
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+
+@pytest.mark.parametrize("recipe, stop", [("hot", _ctrl_c), ("hot", _slurm_stop), ("mild", _ctrl_c)],
+                         ids=["hot-ctrl-c", "hot-slurm-sigterm", "mild-ctrl-c"])
+def test_an_interrupted_run_logs_interrupted_shows_no_traceback_and_resumes(tmp_path, cache_dir,
+                                                                            recipe, stop):
+    results = tmp_path / "results"
+    args = ["run", *quick_settings(results, cache_dir, recipe=recipe, **FEW_STEPS)]
+    folder = results / "local_cpu"
+    partial = folder / "resnet" / "result_0.txt.partial"
+    records = folder / "progress" / "run_0.jsonl"
+    job: list[int] = []
+    with campaign_from_a_terminal(*args) as campaign:
+        deadline = time.monotonic() + 400
+        while not (records.is_file() and '"window"' in records.read_text()):
+            assert campaign.poll() is None, campaign.stdout.read()
+            assert time.monotonic() < deadline, "the run's first step did not come"
+            time.sleep(0.2)
+        job = _descendants(campaign.pid)
+        assert "run_stop" not in partial.read_text(), "the run ended before it could be stopped"
+        stop(campaign)
+        console, _ = campaign.communicate(timeout=180)
+    assert campaign.returncode != 0
+    transcript = (folder / "progress" / "run_0.log").read_text()
+    assert (f"error: interrupted: the run in progress was stopped and its partial log kept "
+            f"(its output: {folder / 'progress' / 'run_0.log'}); re-run the same command") in console
+    assert "Traceback" not in console, console
+    # what the job printed while it stopped: in the run's transcript, also without a traceback
+    assert "[run 1/1 seed 7] interrupted; partial log kept at" in transcript
+    assert "Traceback" not in transcript, transcript
+    last = json.loads(partial.read_text().splitlines()[-1].split(":::MLLOG ", 1)[1])
+    assert last["key"] == "run_stop" and last["metadata"]["status"] == "aborted"
+    assert last["metadata"]["reason"].startswith("interrupted"), last["metadata"]["reason"]
+    # torchrun, the trainer and the loader's workers have all ended with the campaign
+    deadline = time.monotonic() + 30
+    while any(_running(pid) for pid in job):
+        assert time.monotonic() < deadline, f"left running: {[p for p in job if _running(p)]}"
+        time.sleep(0.2)
+
+    again = run_submission(*args)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert "run 1 was incomplete" in again.stdout
+    text = (folder / "resnet" / "result_0.txt").read_text()
+    assert '"status": "success"' in text
+    assert [p.name for p in (folder / "attempts").iterdir()][0].startswith("result_0-")
