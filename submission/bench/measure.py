@@ -149,14 +149,31 @@ def measure(config, device: torch.device, steps: int, rounds: int) -> dict:
         say(f"  SAM every {config.sam_interval}th step: each timed stretch is {steps} steps "
             f"({'raised from ' + str(asked) + ', ' if steps != asked else ''}a multiple of "
             f"sam_interval), {steps // config.sam_interval} of them two-pass SAM steps, in every mean")
-    data = prepare(config)
+    data = prepare(config, world_size=config.world_size)
     plan = RunPlan.of(config, data.train_samples)
-    classes, batch, res = data.num_classes, config.batch_per_device, config.train_resolution
     figures: dict = {"timed_steps": steps}
+    figures["loader_setup"] = _loader_setup_rows(config, data)   # first: nothing else running
 
+    step = build_step(config, data.num_classes, device)
+    full = synthetic_batch(config.batch_per_device, config.train_resolution, data.num_classes, device)
+    figures.update(_step_rows(config, step, full, device, steps, rounds))
+    base = figures["step"]
+    figures["sizes"] = _side_rows(config, step, plan, device, steps)
+    smallest = min(figures["sizes"])
+    figures["loop_overhead"] = _loop_overhead(config, step, full, figures["sizes"], smallest, device, steps)
+    figures["eval_forward"] = _eval_forward(config, step, data.num_classes, device, steps, base)
+    if config.compile:
+        figures["compiled"] = _compiled_rows(config, step, plan, device, steps, rounds, smallest)
+    figures["mfu"] = _mfu(config, step, full, base, device, rounds)
+    figures.update(_loader_rows(config, step, data, device, steps, rounds, full, smallest, base))
+    return figures
+
+
+def _loader_setup_rows(config, data) -> dict:
+    """The run's loaders after run_start in a fresh process, without and with the warm-up."""
     say("\n  the run's loaders after run_start, in a fresh process (two processes, one after "
         "the other)...")
-    figures["loader_setup"] = cold_warm = loader_setup(config, data)   # first: nothing else running
+    cold_warm = loader_setup(config, data)
     cold, warm = cold_warm["cold"], cold_warm["warm"]
     for line in (
             f"  {'':<54}{'no warm-up':>9}  {'after warm-up':>13}",
@@ -166,24 +183,29 @@ def measure(config, device: torch.device, steps: int, rounds: int) -> dict:
             f"  {'first evaluation pass':<54}{cold['val_first_pass_s']:7.2f} s  {warm['val_first_pass_s']:9.2f} s",
             f"  {'loader warm-up on the synthetic files, before run_start':<54}{'':>9}  {warm['warm_up_s']:9.2f} s"):
         say(line)
+    return cold_warm
 
-    step = build_step(config, classes, device)
-    full = synthetic_batch(batch, res, classes, device)
-    plain_step = plain_loop(config, classes, device, step.normalize)
-    side_by_side = in_turns({"step": lambda: step(*full), "plain_loop": lambda: plain_step(*full)},
-                            batch, steps, rounds, device)
-    base = figures["step"] = side_by_side["step"]
-    figures["plain_loop"] = side_by_side["plain_loop"]
-    del plain_step
+
+def _step_rows(config, step, full, device, steps: int, rounds: int) -> dict:
+    """The recipe step and a plain torchvision loop on synthetic batches, in turns."""
+    batch = config.batch_per_device
+    plain_step = plain_loop(config, step.model.fc.out_features, device, step.normalize)
+    figures = in_turns({"step": lambda: step(*full), "plain_loop": lambda: plain_step(*full)},
+                       batch, steps, rounds, device)
+    base = figures["step"]
     own = ["the compiled step", "the fed step"] if config.compile else ["the fed step"]
     say(f"\n  (timed in turns, the best of {rounds} rounds each: the plain loop with the first row; "
         f"{' and '.join(own)} with a recipe step of {'their' if len(own) > 1 else 'its'} own, "
         f"shown beside {'them' if len(own) > 1 else 'it'})")
     say(_row("recipe step, synthetic batches", base, base))
     say(_row("plain torchvision loop (CE, SGD)", figures["plain_loop"], base))
+    return figures
 
-    # the run's progressive-resizing sides: set-up cost of the first step, then the steady rate
+
+def _side_rows(config, step, plan, device, steps: int) -> dict:
+    """Per progressive-resizing side of the run's plan: the first step (set-up) and the steady rate."""
     say("\n  progressive-resizing sizes of the run's plan: first step (s), steady img/s")
+    batch, classes = config.batch_per_device, step.model.fc.out_features
     sizes = {}
     for side in plan.sides():
         synthetic = synthetic_batch(batch, side, classes, device)
@@ -195,47 +217,45 @@ def measure(config, device: torch.device, steps: int, rounds: int) -> dict:
         say(f"  {side:>5} px  {first:7.2f} s  {sizes[side]['img_per_s']:10.1f} img/s"
             + (f"  (mean of {steps} steps, {steps // config.sam_interval} of them SAM)"
                if config.sam_interval else ""))
-    figures["sizes"] = sizes
+    return sizes
 
-    # the loop's own work around a step at the smallest side: normalising the loader's
-    # full-size batch, resizing it, and the EMA update (every ema_update_every_batches)
-    smallest = min(sizes)
+
+def _loop_overhead(config, step, full, sizes: dict, smallest: int, device, steps: int) -> dict:
+    """The loop's own work around a step at the smallest side: normalising the loader's
+    full-size batch, resizing it, and the EMA update (every ema_update_every_batches)."""
     prepare_s = timed(lambda: resize_batch(step.normalize(full[0]), smallest, config.resize_mode),
                       steps, device)
     ema_s = (timed(lambda: step.ema.update(step.model, step.ema.every), steps, device) / step.ema.every
              if step.ema else 0.0)
-    figures["loop_overhead"] = overhead = {
-        "side": smallest, "normalize_resize_s": prepare_s, "ema_s": ema_s,
-        "share_of_step": (prepare_s + ema_s) / (batch / sizes[smallest]["img_per_s"])}
+    overhead = {"side": smallest, "normalize_resize_s": prepare_s, "ema_s": ema_s,
+                "share_of_step": (prepare_s + ema_s) / (config.batch_per_device / sizes[smallest]["img_per_s"])}
     say(f"\n  around each step at {smallest} px: normalise + resize {prepare_s * 1000:.1f} ms, EMA "
         f"update {ema_s * 1000:.1f} ms (per step, updating every {config.ema_update_every_batches}) = "
         f"{overhead['share_of_step'] * 100:.1f}% of a step at that size")
+    return overhead
 
-    # the evaluation forward alone, at its size, on synthetic batches (no loader)
-    eval_batch = config.eval_batch
-    eval_images = synthetic_batch(eval_batch, config.eval_resolution, classes, device)[0]
+
+def _eval_forward(config, step, classes: int, device, steps: int, base: float) -> float:
+    """The evaluation forward alone, at its size, on synthetic batches (no loader)."""
+    eval_images = synthetic_batch(config.eval_batch, config.eval_resolution, classes, device)[0]
     step.model.eval()
     with torch.no_grad(), step.autocast():
-        figures["eval_forward"] = eval_batch / timed(lambda: step.model(step.normalize(eval_images)),
-                                                     steps, device)
+        rate = config.eval_batch / timed(lambda: step.model(step.normalize(eval_images)), steps, device)
     step.model.train()
-    say("\n" + _row(f"evaluation forward, synthetic, {config.eval_resolution} px", figures["eval_forward"], base))
+    say("\n" + _row(f"evaluation forward, synthetic, {config.eval_resolution} px", rate, base))
+    return rate
 
-    if config.compile:
-        figures["compiled"] = _compiled_rows(config, step, plan, device, steps, rounds, smallest)
 
+def _mfu(config, step, full, base: float, device, rounds: int) -> dict:
+    """FLOPs of forward+backward at full size over a matmul peak measured on the same device
+    and dtype (fp16 autocast is refused on CPUs by preflight)."""
     dtype = autocast_dtype(config) or torch.float32
-    if device.type == "cpu" and dtype == torch.float16:
-        dtype = torch.float32
-    flops = train_flops(step, *full) / batch
+    flops = train_flops(step, *full) / config.batch_per_device
     peak = matmul_peak(device, dtype, 4096 if device.type == "cuda" else 2048, rounds)
-    figures["mfu"] = mfu = {"flops_per_image": flops, "peak_flops": peak, "dtype": str(dtype),
-                            "mfu": base * flops / peak}
-    say(f"\n  MFU: {flops / 1e9:.2f} GFLOP per image (fwd+bwd, {res} px) x {base:.1f} img/s / "
-        f"{peak / 1e9:.0f} GFLOP/s measured matmul peak ({dtype}) = {mfu['mfu'] * 100:.1f}%")
-
-    figures.update(_loader_rows(config, step, data, device, steps, rounds, full, smallest, base))
-    return figures
+    mfu = {"flops_per_image": flops, "peak_flops": peak, "dtype": str(dtype), "mfu": base * flops / peak}
+    say(f"\n  MFU: {flops / 1e9:.2f} GFLOP per image (fwd+bwd, {config.train_resolution} px) x {base:.1f} "
+        f"img/s / {peak / 1e9:.0f} GFLOP/s measured matmul peak ({dtype}) = {mfu['mfu'] * 100:.1f}%")
+    return mfu
 
 
 def _compiled_rows(config, step, plan, device, steps: int, rounds: int, smallest: int) -> dict:
