@@ -12,7 +12,7 @@ from conftest import quick_settings, run_submission
 from submission.compliance import check_path
 from submission.config import ConfigError, load_recipe, resolve
 from submission.methods.stochastic_depth import StochasticBottleneck
-from submission.settings import describe_settings
+from submission.show_settings import describe_settings
 from submission.step import RunPlan, build_step
 
 IMAGENET_TRAIN = 1_281_167
