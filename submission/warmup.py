@@ -76,12 +76,10 @@ def leaves_no_trace(step: RecipeStep):
 
 
 def calls_at_a_side(step: RecipeStep, calls_per_side: int) -> int:
-    """How many times to call the step at one side: `calls_per_side`, or with SAM as many
-    as it takes to include a two-pass step, whichever is more."""
-    optimizer = step.optimizer
-    if not isinstance(optimizer, SAM):
-        return calls_per_side
-    return max(calls_per_side, optimizer.interval - optimizer.steps % optimizer.interval)
+    """How many times to call the step at one side: `calls_per_side`; with SAM at least two,
+    the first a two-pass step (the warm-up sets SAM's count for it: it is restored after),
+    then a plain one."""
+    return max(calls_per_side, 2) if isinstance(step.optimizer, SAM) else calls_per_side
 
 
 def warm_up(step: RecipeStep, plan: RunPlan, eval_batches: list[int], device: torch.device, *,
@@ -111,7 +109,9 @@ def warm_up(step: RecipeStep, plan: RunPlan, eval_batches: list[int], device: to
         for side in sides:
             start, graphs = time.perf_counter(), compiled_graphs()
             with At("warm-up", side, config.batch_per_device):
-                for _ in range(calls_at_a_side(step, calls_per_side)):
+                for call in range(calls_at_a_side(step, calls_per_side)):
+                    if call == 0 and isinstance(step.optimizer, SAM):
+                        step.optimizer.steps = step.optimizer.interval - 1     # next: two passes
                     step(images_of(config.batch_per_device, config.train_resolution), labels, side)
                     steps += 1
                 _sync(device)
