@@ -44,6 +44,15 @@ def quick_settings(results: Path, cache: Path, **extra) -> list[str]:
     return [f"{key}={value}" for key, value in settings.items()]
 
 
+def mild_model(**overrides):
+    """ResNet-50 built as the Mild recipe builds it (BlurPool, its initialisation, channels last)."""
+    from submission.model import build_model
+    options = dict(blurpool=True, init_conv="kaiming_normal", init_bn_gamma="uniform",
+                   logit_bias_init="log_prior", zero_init_residual=False, channels_last=True)
+    options.update(overrides)
+    return build_model(1000, **options)
+
+
 def run_submission(*args: str, timeout: float = 600, **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "submission", *args], cwd=REPO,
                           capture_output=True, text=True, timeout=timeout, **kwargs)
