@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, campaign_from_a_terminal, quick_settings, run_submission, wait_for
-from submission import runs
+from submission import campaign, runs
+from submission.config import resolve
 from submission.jsonfile import write_json
 from submission.results import CampaignError, result_path, system_dir
 from submission.system_description import run_description
@@ -277,3 +278,29 @@ def test_cache_clearing_command_is_printed_with_its_origin_before_it_runs(tmp_pa
     assert runs.clear_cache(config) and marker.is_file()
     assert f"`touch {marker}` (cache_clear_cmd, from the command line)" in capsys.readouterr().out
     assert resolve("p4d").origin("cache_clear_cmd") == "the harness defaults"
+
+
+def test_the_fitted_loader_workers_are_what_the_campaign_records(cpus, tmp_path, cache_dir, monkeypatch):
+    """Through run_campaign: config.json (which the runs read) and campaign.json hold the
+    fitted value. The run is told where to write its progress records, beside its transcript."""
+    import json
+    from conftest import quick_settings
+    from submission.config import parse_overrides
+    cpus["count"] = 1
+    settings = [s for s in quick_settings(tmp_path / "results", cache_dir, runs=1, seeds="1")
+                if not s.startswith("workers_per_device=")]
+    launched, outputs = [], []
+
+    def fake_launch(config, args, progress=None):
+        launched.append(json.loads(open(args[args.index("--config") + 1]).read()))
+        outputs.append((args[args.index("--progress") + 1], progress))
+        return 1
+    monkeypatch.setattr(runs, "launch", fake_launch)
+    cfg = resolve(None, parse_overrides(settings))
+    with pytest.raises(CampaignError, match="run 1 failed .* Fix the cause"):
+        campaign.run_campaign(cfg)
+    assert launched[0]["settings"]["workers_per_device"] == 1
+    state = json.loads((system_dir(cfg) / "campaign.json").read_text())
+    assert state["config"]["settings"]["workers_per_device"] == 1
+    progress = system_dir(cfg) / "progress"
+    assert outputs == [(str(progress / "run_0.jsonl"), progress / "run_0.log")]
