@@ -21,6 +21,7 @@ from submission.system_description import run_description
 pytestmark = pytest.mark.timeout(900)
 
 
+@pytest.mark.e2e
 def test_interrupted_campaign_resumes_and_packages(tmp_path, cache_dir):
     """Ctrl-C (SIGINT to the process group, as a terminal sends it) during run 3: its log
     ends run_stop aborted with the reason, the campaign exits non-zero saying how to
@@ -88,6 +89,7 @@ def test_interrupted_campaign_resumes_and_packages(tmp_path, cache_dir):
         assert (resnet / f"result_{i}.txt").read_bytes() == data
 
 
+@pytest.mark.e2e
 def test_second_campaign_on_the_same_results_is_locked_out(tmp_path, cache_dir):
     results = tmp_path / "results"
     folder = results / "local_cpu"
@@ -199,6 +201,7 @@ def test_atomic_write_leaves_the_old_file_when_writing_fails(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["campaign.json"]
 
 
+@pytest.mark.e2e
 def test_failed_preparation_records_no_campaign_and_too_few_images_are_caught_early(tmp_path, cache_dir):
     results = tmp_path / "results"
     # 100 images cannot fill one batch of 128: refused before the data is written
@@ -223,6 +226,7 @@ def test_malformed_descriptor_names_the_file_and_line(tmp_path, monkeypatch):
         config_module.resolve("broken")
 
 
+@pytest.mark.e2e
 def test_full_disk_during_a_run_fails_clearly_and_keeps_earlier_results(tmp_path, cache_dir):
     """RLIMIT_FSIZE (a full disk for files past 20 kB) while run 2 writes its log: the run
     fails with a clear message, run 1's result file is byte-identical, no result_1.txt."""

@@ -189,6 +189,7 @@ def test_config_round_trips_through_a_dict():
     assert again.peak_lr == cfg.peak_lr
 
 
+@pytest.mark.e2e
 def test_dry_run_prints_config_and_torchrun_command_and_p4d_fails_here(tmp_path):
     import subprocess
     import sys

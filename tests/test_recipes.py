@@ -169,12 +169,14 @@ def _run_recipe(tmp_path, cache_dir, recipe: str, **extra):
     return recipe_events[0]["metadata"]["methods"], description, done.stdout
 
 
+@pytest.mark.e2e
 def test_medium_runs_end_to_end_and_its_logs_name_the_methods(tmp_path, cache_dir):
     methods, campaign, _ = _run_recipe(tmp_path, cache_dir, "medium")
     assert "MixUp (alpha 0.2)" in methods and "SAM (rho 0.5, every 10th step)" in methods
     assert campaign["config"]["settings"]["sam_interval"] == 10
 
 
+@pytest.mark.e2e
 def test_hot_runs_end_to_end_on_the_torchvision_loader(tmp_path, cache_dir):
     methods, campaign, out = _run_recipe(tmp_path, cache_dir, "hot", workers_per_device=2)
     assert any(m.startswith("RandAugment") for m in methods)

@@ -210,6 +210,7 @@ os._exit(0)        # skips a slow interpreter teardown
 """ % (X.tolist(), Y.tolist())
 
 
+@pytest.mark.e2e
 def test_sam_under_ddp_ascends_per_rank_and_all_reduces_the_second_gradient(tmp_path):
     import subprocess
     import sys

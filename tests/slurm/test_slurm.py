@@ -14,7 +14,7 @@ import pytest
 from conftest import REPO, free_port, quick_settings
 from submission.compliance import check_path
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
 SBATCH = REPO / "scripts" / "slurm" / "run.sbatch"
 HERE = Path(__file__).resolve().parent          # start.sh and stop.sh
