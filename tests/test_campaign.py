@@ -170,8 +170,8 @@ def test_a_campaign_resumes_across_what_does_not_change_its_runs(tmp_path):
     write_json(system_dir(config) / "system.json", {**recorded, "host_memory_capacity": f"{memory - 1} GiB"})
     assert runs.hardware_changes(system_dir(config) / "system.json", config) == []
     for old, new in (("86 GB", "80 GiB"), ("25 GB", "24 GiB"), ("80 GB", "80 GB")):   # H100 PCIe, RTX 4090
-        assert campaign._same_size(old, new)
-    assert not campaign._same_size("40 GB", "80 GB")
+        assert runs._same_size(old, new)
+    assert not runs._same_size("40 GB", "80 GB")
     done = result_path(config, 0)
     done.parent.mkdir(parents=True)
     done.write_text("a finished run\n")
