@@ -39,7 +39,7 @@ def quick_settings(results: Path, cache: Path, **extra) -> list[str]:
         "epochs": 0.5, "warmup_epochs": 0.1, "eval_every_epochs": 0.25,
         "ema_half_life_batches": 4, "ema_update_every_batches": 2,
         "workers_per_device": 1, "progress_every_steps": 5, "package": "false",
-        # tests/test_warmup.py covers the warm-up; test_training's learning test runs it
+        # tests/test_warmup.py covers the warm-up; test_train.py's learning test runs it
         "warmup": "false",
     }
     settings.update(extra)

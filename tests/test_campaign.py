@@ -30,7 +30,7 @@ def test_interrupted_campaign_resumes_and_packages(tmp_path, cache_dir):
     result summarizer's."""
     results = tmp_path / "results"
     # a gate the scaled-down run passes at its first evaluation: this test is about
-    # campaign mechanics, test_training.py is about learning
+    # campaign mechanics, test_train.py is about learning
     args = ["run", *quick_settings(results, cache_dir, target_accuracy=0.05, package="true",
                                    org="TestOrg", seeds="11,12,13,14,15")]
     resnet = results / "local_cpu" / "resnet"

@@ -24,7 +24,7 @@ from submission.data.prepare import prepare
 
 pytestmark = pytest.mark.timeout(300)
 
-# quick_settings' train_limit (1280) and test_training's 2560: the session's cache has them
+# quick_settings' train_limit (1280) and test_train.py's 2560: the session's cache has them
 SMALL, LARGE = 1280, 2560
 
 
