@@ -1,5 +1,5 @@
-"""Shared fixtures: small real data (Fashion-MNIST subsets) and the settings that keep
-integration runs short on a 2-core machine."""
+"""Shared fixtures: small real data (Fashion-MNIST subsets), the settings that keep
+integration runs short on a 2-core machine, and a faked machine (GPUs, host, usable CPUs)."""
 from __future__ import annotations
 
 import contextlib
@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from submission import inventory
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -37,11 +39,20 @@ def quick_settings(results: Path, cache: Path, **extra) -> list[str]:
         "epochs": 0.5, "warmup_epochs": 0.1, "eval_every_epochs": 0.25,
         "ema_half_life_batches": 4, "ema_update_every_batches": 2,
         "workers_per_device": 1, "progress_every_steps": 5, "package": "false",
-        # tests/test_warmup.py covers the warm-up; test_training's learning test runs it
+        # tests/test_warmup.py covers the warm-up; test_train.py's learning test runs it
         "warmup": "false",
     }
     settings.update(extra)
     return [f"{key}={value}" for key, value in settings.items()]
+
+
+def mild_model(**overrides):
+    """ResNet-50 built as the Mild recipe builds it (BlurPool, its initialisation, channels last)."""
+    from submission.model import build_model
+    options = dict(blurpool=True, init_conv="kaiming_normal", init_bn_gamma="uniform",
+                   logit_bias_init="log_prior", zero_init_residual=False, channels_last=True)
+    options.update(overrides)
+    return build_model(1000, **options)
 
 
 def run_submission(*args: str, timeout: float = 600, **kwargs) -> subprocess.CompletedProcess:
@@ -82,3 +93,32 @@ def wait_for(predicate, timeout: float, what: str) -> None:
             return
         time.sleep(0.5)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+# A faked machine for system=local and the preflight checks (no GPU here)
+H100 = inventory.GPU("NVIDIA H100 80GB HBM3", 85_520_000_000, "1980 MHz (max SM clock)",
+                     "PCIe Gen5 x16", nvlink=False)
+A100_40 = inventory.GPU("NVIDIA A100-SXM4-40GB", 42_298_000_000, "1410 MHz (max SM clock)",
+                        "PCIe Gen4 x16", nvlink=True)
+A100_80 = inventory.GPU("NVIDIA A100-SXM4-80GB", 85_100_000_000)
+A100_PCIE = inventory.GPU("NVIDIA A100-PCIE-40GB", 42_298_000_000)
+T4 = inventory.GPU("Tesla T4", 15_828_000_000)
+P4D_HOST = (96, 1_121 * 2**30)     # a p4d.24xlarge's 1152 GiB, less what the kernel keeps
+
+
+@pytest.fixture
+def gpus(monkeypatch):
+    """A faked machine: the GPUs the test adds, on a host with a p4d.24xlarge's CPUs and memory."""
+    found: list[inventory.GPU] = []
+    monkeypatch.setattr(inventory, "probe", lambda: list(found))
+    monkeypatch.setattr(inventory, "host", lambda: P4D_HOST)
+    return found
+
+
+@pytest.fixture
+def cpus(monkeypatch):
+    """The CPUs this process may run on (its affinity)."""
+    import os
+    usable = {"count": 96}
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(usable["count"])))
+    return usable

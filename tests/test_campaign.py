@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, campaign_from_a_terminal, quick_settings, run_submission, wait_for
-from submission import runs
+from submission import campaign, runs
+from submission.config import resolve
 from submission.jsonfile import write_json
 from submission.results import CampaignError, result_path, system_dir
 from submission.system_description import run_description
@@ -20,6 +21,7 @@ from submission.system_description import run_description
 pytestmark = pytest.mark.timeout(900)
 
 
+@pytest.mark.e2e
 def test_interrupted_campaign_resumes_and_packages(tmp_path, cache_dir):
     """Ctrl-C (SIGINT to the process group, as a terminal sends it) during run 3: its log
     ends run_stop aborted with the reason, the campaign exits non-zero saying how to
@@ -28,7 +30,7 @@ def test_interrupted_campaign_resumes_and_packages(tmp_path, cache_dir):
     result summarizer's."""
     results = tmp_path / "results"
     # a gate the scaled-down run passes at its first evaluation: this test is about
-    # campaign mechanics, test_training.py is about learning
+    # campaign mechanics, test_train.py is about learning
     args = ["run", *quick_settings(results, cache_dir, target_accuracy=0.05, package="true",
                                    org="TestOrg", seeds="11,12,13,14,15")]
     resnet = results / "local_cpu" / "resnet"
@@ -87,6 +89,7 @@ def test_interrupted_campaign_resumes_and_packages(tmp_path, cache_dir):
         assert (resnet / f"result_{i}.txt").read_bytes() == data
 
 
+@pytest.mark.e2e
 def test_second_campaign_on_the_same_results_is_locked_out(tmp_path, cache_dir):
     results = tmp_path / "results"
     folder = results / "local_cpu"
@@ -167,8 +170,8 @@ def test_a_campaign_resumes_across_what_does_not_change_its_runs(tmp_path):
     write_json(system_dir(config) / "system.json", {**recorded, "host_memory_capacity": f"{memory - 1} GiB"})
     assert runs.hardware_changes(system_dir(config) / "system.json", config) == []
     for old, new in (("86 GB", "80 GiB"), ("25 GB", "24 GiB"), ("80 GB", "80 GB")):   # H100 PCIe, RTX 4090
-        assert campaign._same_size(old, new)
-    assert not campaign._same_size("40 GB", "80 GB")
+        assert runs._same_size(old, new)
+    assert not runs._same_size("40 GB", "80 GB")
     done = result_path(config, 0)
     done.parent.mkdir(parents=True)
     done.write_text("a finished run\n")
@@ -198,6 +201,7 @@ def test_atomic_write_leaves_the_old_file_when_writing_fails(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["campaign.json"]
 
 
+@pytest.mark.e2e
 def test_failed_preparation_records_no_campaign_and_too_few_images_are_caught_early(tmp_path, cache_dir):
     results = tmp_path / "results"
     # 100 images cannot fill one batch of 128: refused before the data is written
@@ -222,6 +226,7 @@ def test_malformed_descriptor_names_the_file_and_line(tmp_path, monkeypatch):
         config_module.resolve("broken")
 
 
+@pytest.mark.e2e
 def test_full_disk_during_a_run_fails_clearly_and_keeps_earlier_results(tmp_path, cache_dir):
     """RLIMIT_FSIZE (a full disk for files past 20 kB) while run 2 writes its log: the run
     fails with a clear message, run 1's result file is byte-identical, no result_1.txt."""
@@ -277,3 +282,29 @@ def test_cache_clearing_command_is_printed_with_its_origin_before_it_runs(tmp_pa
     assert runs.clear_cache(config) and marker.is_file()
     assert f"`touch {marker}` (cache_clear_cmd, from the command line)" in capsys.readouterr().out
     assert resolve("p4d").origin("cache_clear_cmd") == "the harness defaults"
+
+
+def test_the_fitted_loader_workers_are_what_the_campaign_records(cpus, tmp_path, cache_dir, monkeypatch):
+    """Through run_campaign: config.json (which the runs read) and campaign.json hold the
+    fitted value. The run is told where to write its progress records, beside its transcript."""
+    import json
+    from conftest import quick_settings
+    from submission.config import parse_overrides
+    cpus["count"] = 1
+    settings = [s for s in quick_settings(tmp_path / "results", cache_dir, runs=1, seeds="1")
+                if not s.startswith("workers_per_device=")]
+    launched, outputs = [], []
+
+    def fake_launch(config, args, progress=None):
+        launched.append(json.loads(open(args[args.index("--config") + 1]).read()))
+        outputs.append((args[args.index("--progress") + 1], progress))
+        return 1
+    monkeypatch.setattr(runs, "launch", fake_launch)
+    cfg = resolve(None, parse_overrides(settings))
+    with pytest.raises(CampaignError, match="run 1 failed .* Fix the cause"):
+        campaign.run_campaign(cfg)
+    assert launched[0]["settings"]["workers_per_device"] == 1
+    state = json.loads((system_dir(cfg) / "campaign.json").read_text())
+    assert state["config"]["settings"]["workers_per_device"] == 1
+    progress = system_dir(cfg) / "progress"
+    assert outputs == [(str(progress / "run_0.jsonl"), progress / "run_0.log")]

@@ -50,6 +50,7 @@ def test_a_file_where_a_folder_belongs_is_named_with_advice(tmp_path, capsys):
     assert str(a_file) in err and "A file stands where a folder is needed" in err
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("verb", ["--help", "settings"])
 def test_a_reader_that_stops_early_is_not_an_error(verb):
     listing = subprocess.Popen([sys.executable, "-m", "submission", verb], cwd=REPO,
@@ -59,6 +60,7 @@ def test_a_reader_that_stops_early_is_not_an_error(verb):
     assert listing.stderr.read() == b""
 
 
+@pytest.mark.e2e
 def test_bench_options_need_their_value():
     done = subprocess.run([sys.executable, "-m", "submission.bench", "system=cpu", "sweep"], cwd=REPO,
                           capture_output=True, text=True, timeout=120)

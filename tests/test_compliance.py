@@ -85,6 +85,7 @@ def test_valid_log_passes_both_rulesets(tmp_path):
     assert all(v.reason == "" for v in verdicts)
 
 
+@pytest.mark.e2e
 def test_valid_log_passes_through_the_command(tmp_path):
     path = write(tmp_path, make_log())
     proc = run_check(path)
@@ -94,6 +95,7 @@ def test_valid_log_passes_through_the_command(tmp_path):
     assert not list(tmp_path.glob("*.log")) and not list(Path.cwd().glob("compliance_checker.log"))
 
 
+@pytest.mark.e2e
 def test_ruleset_option_selects_the_rulesets(tmp_path):
     path = write(tmp_path, make_log())
     verdicts = check_path(path, rulesets=("2.1.0",))
@@ -130,6 +132,7 @@ BROKEN = {
 }
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("variant", sorted(BROKEN))
 def test_broken_log_is_rejected_with_the_reason(variant, tmp_path):
     build, words = BROKEN[variant]
@@ -161,6 +164,7 @@ def test_truncated_file_fails_log_format_only_there(tmp_path):
 
 
 # ---- folders, packages, errors ---------------------------------------------------
+@pytest.mark.e2e
 def test_results_folder_checks_every_file(tmp_path):
     folder = tmp_path / "results" / "test_system" / "resnet"
     write(folder, make_log(), "result_0.txt")
@@ -194,6 +198,7 @@ def test_valid_package_passes_every_checker(tmp_path):
     assert len([v for v in verdicts if v.checker == "log-format"]) == 5
 
 
+@pytest.mark.e2e
 def test_package_checker_verdict_is_read_not_its_exit_status(tmp_path):
     org = _package(tmp_path, runs=4)      # ResNet needs exactly 5 result files
     proc = run_check(org, "--ruleset", "2.0.0")
@@ -213,6 +218,7 @@ def test_system_description_with_a_bad_status_is_rejected(tmp_path):
     assert all("available" in v.reason for v in verdicts)
 
 
+@pytest.mark.e2e
 def test_nonexistent_path_exits_2_with_a_message(tmp_path):
     missing = tmp_path / "no_such_results"
     proc = run_check(missing)
@@ -222,6 +228,7 @@ def test_nonexistent_path_exits_2_with_a_message(tmp_path):
         check_path(missing)
 
 
+@pytest.mark.e2e
 def test_folder_without_result_files_exits_2(tmp_path):
     (tmp_path / "notes.txt").write_text("nothing here\n")
     proc = run_check(tmp_path)
@@ -237,6 +244,7 @@ def _break_runs(org: Path, indices) -> None:
               f"result_{i}.txt")
 
 
+@pytest.mark.e2e
 def test_one_non_compliant_run_is_reported_but_accepted_as_the_package_checker_does(tmp_path):
     org = _package(tmp_path)
     _break_runs(org, [3])

@@ -1,5 +1,7 @@
 """The shape of the package: imports point one way (no module imports one that imports it
-back, not even inside a function), and the command line's verbs are one visible table."""
+back, not even inside a function), and the command line's verbs are one visible table. The
+shape of the tests: every test that starts a process of its own is marked e2e, so that
+`-m "not e2e"` is the fast loop it says it is."""
 from __future__ import annotations
 
 import ast
@@ -8,6 +10,7 @@ from pathlib import Path
 from conftest import REPO
 
 PACKAGE = REPO / "submission"
+TESTS = REPO / "tests"
 
 
 def module_files(package: Path) -> dict[str, Path]:
@@ -121,3 +124,95 @@ def test_every_verb_is_a_function_and_in_the_usage():
     for verb, function in cli.VERBS.items():
         assert callable(function), verb
         assert function.__name__ == f"cmd_{verb}"
+
+
+# ---- the e2e marker ---------------------------------------------------------------
+# conftest's helpers that start `python -m submission`; any call of the subprocess module
+PROCESS_HELPERS = {"run_submission", "campaign_from_a_terminal"}
+
+
+def _marks_e2e(node: ast.AST) -> bool:
+    """Whether `node` (a decorator, or pytestmark's value) holds pytest.mark.e2e."""
+    return any(isinstance(n, ast.Attribute) and n.attr == "e2e" and isinstance(n.value, ast.Attribute)
+               and n.value.attr == "mark" for n in ast.walk(node))
+
+
+def _starts_a_process(function: ast.AST, subprocess_names: set[str], starters: set[str]) -> bool:
+    """Whether `function` calls the subprocess module, a process helper of conftest or a
+    function of its file in `starters`, or takes a fixture of its file in `starters`."""
+    arguments = getattr(function, "args", None)
+    if arguments and {a.arg for a in arguments.args + arguments.kwonlyargs} & starters:
+        return True
+    for node in ast.walk(function):
+        if not isinstance(node, ast.Call):
+            continue
+        called = node.func
+        if isinstance(called, ast.Name) and called.id in PROCESS_HELPERS | starters | subprocess_names:
+            return True
+        if isinstance(called, ast.Attribute) and isinstance(called.value, ast.Name) \
+                and called.value.id in subprocess_names:
+            return True
+    return False
+
+
+def unmarked_process_tests(path: Path) -> list[str]:
+    """The test functions of `path` that start a process of their own (directly, through a
+    function or fixture of the same file, or through conftest's run_submission and
+    campaign_from_a_terminal) without the e2e marker, on them or on the whole module."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    subprocess_names = set()      # `import subprocess [as x]`, `from subprocess import run`
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            subprocess_names |= {a.asname or a.name for a in node.names if a.name == "subprocess"}
+        elif isinstance(node, ast.ImportFrom) and node.module == "subprocess":
+            subprocess_names |= {a.asname or a.name for a in node.names}
+    module_marked = any(isinstance(node, ast.Assign) and _marks_e2e(node.value)
+                        and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets)
+                        for node in tree.body)
+    functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
+    starters: set[str] = set()
+    while True:                   # helpers of helpers: until no function is added
+        found = {name for name, node in functions.items() if name not in starters
+                 and not name.startswith("test_") and _starts_a_process(node, subprocess_names, starters)}
+        if not found:
+            break
+        starters |= found
+    return [name for name, node in functions.items()
+            if name.startswith("test_") and not module_marked
+            and not any(_marks_e2e(d) for d in node.decorator_list)
+            and _starts_a_process(node, subprocess_names, starters)]
+
+
+def test_the_marker_check_finds_each_way_a_test_starts_a_process(tmp_path):
+    (tmp_path / "test_unmarked.py").write_text(
+        "import subprocess as sp\n"
+        "import pytest\n"
+        "from conftest import campaign_from_a_terminal, run_submission\n"
+        "def _bench():\n    return sp.run(['python', '-m', 'submission.bench'])\n"
+        "def _through_a_helper():\n    return _bench()\n"
+        "@pytest.fixture\ndef started():\n    yield sp.Popen(['sleep', '9'])\n"
+        "def test_direct():\n    import subprocess\n    subprocess.run(['true'])\n"
+        "def test_submission():\n    run_submission('run')\n"
+        "def test_terminal():\n    with campaign_from_a_terminal('run'):\n        pass\n"
+        "def test_helper():\n    _through_a_helper()\n"
+        "def test_fixture(started):\n    pass\n"
+        "@pytest.mark.e2e\ndef test_marked():\n    run_submission('run')\n"
+        "@pytest.mark.parametrize('x', [1])\ndef test_in_process(x):\n    assert sp.PIPE\n")
+    assert unmarked_process_tests(tmp_path / "test_unmarked.py") == [
+        "test_direct", "test_submission", "test_terminal", "test_helper", "test_fixture"]
+    (tmp_path / "test_module.py").write_text(
+        "import pytest\nfrom subprocess import run\n"
+        "pytestmark = [pytest.mark.e2e, pytest.mark.timeout(60)]\n"
+        "def test_direct():\n    run(['true'])\n")
+    assert unmarked_process_tests(tmp_path / "test_module.py") == []
+    (tmp_path / "test_module.py").write_text(
+        "import pytest\nfrom subprocess import run\n"
+        "pytestmark = pytest.mark.timeout(60)\n"
+        "def test_direct():\n    run(['true'])\n")
+    assert unmarked_process_tests(tmp_path / "test_module.py") == ["test_direct"]
+
+
+def test_every_test_that_starts_a_process_is_marked_e2e():
+    unmarked = [f"{path.relative_to(REPO)}::{name}" for path in sorted(TESTS.rglob("test_*.py"))
+                for name in unmarked_process_tests(path)]
+    assert unmarked == [], "start processes of their own without @pytest.mark.e2e: " + ", ".join(unmarked)

@@ -101,6 +101,7 @@ def _run(args, cwd):
     return done.stdout + done.stderr
 
 
+@pytest.mark.e2e
 def test_package_checker_finds_no_errors(built):
     tmp, _, result = built
     output = _run(["mlperf_logging.package_checker", str(result.path), "training", "2.0.0",
@@ -109,6 +110,7 @@ def test_package_checker_finds_no_errors(built):
     assert "ERROR" not in output.replace("NO ERRORS", ""), output
 
 
+@pytest.mark.e2e
 def test_result_summarizer_gives_our_score(built):
     tmp, results, result = built
     cwd = tmp / "summarizer"
@@ -229,6 +231,7 @@ def _file_size_limit(limit: int):
     return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
 
+@pytest.mark.e2e
 def test_full_disk_while_packaging_keeps_the_previous_package(tmp_path):
     """RLIMIT_FSIZE stands in for a full disk: the copy of the code fails part-way; the
     error is clear, and the previous, checked package stays in place untouched."""

@@ -1,5 +1,5 @@
-"""The Medium and Hot recipes beside Mild: their published values, the scale_schedule_ratio
-ranges, the plan and step they give, and real runs of each through the campaign."""
+"""Every recipe's published values (Mild, the baseline, Medium, Hot), the scale_schedule_ratio
+ranges, the plan and step Medium and Hot give, and real runs of each through the campaign."""
 from __future__ import annotations
 
 import json
@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from conftest import quick_settings, run_submission
+from submission import config
 from submission.compliance import check_path
 from submission.config import ConfigError, load_recipe, resolve
 from submission.methods.stochastic_depth import StochasticBottleneck
@@ -16,6 +17,42 @@ from submission.show_settings import describe_settings
 from submission.step import RunPlan, build_step
 
 IMAGENET_TRAIN = 1_281_167
+
+
+def test_mild_recipe_carries_the_published_values():
+    mild = config.load_recipe("mild")
+    assert mild["lr"] == 2.048 and mild["lr_reference_batch"] == 2048
+    assert mild["momentum"] == 0.875 and mild["weight_decay"] == 5e-4
+    assert mild["label_smoothing"] == 0.08 and mild["loss"] == "bce"
+    assert mild["epochs"] * mild["scale_schedule_ratio"] == pytest.approx(28.8)
+    assert mild["whole_epochs"]          # Composer v0.7 truncated 28.8 to 28 epochs
+    assert mild["warmup_epochs"] == 8.0 and not mild["scale_warmup"]   # Composer v0.7: unscaled
+    assert mild["precision"] == "amp" and mild["amp_dtype"] == "fp16"   # fp16 + GradScaler
+    assert mild["resize_granularity"] == "epoch" and mild["resize_mode"] == "nearest"
+    assert (mild["train_resolution"], mild["eval_resolution"], mild["eval_resize"]) == (176, 224, 232)
+    assert mild["ema_half_life_batches"] == 100 and mild["ema_update_every_batches"] == 20
+    assert mild["target_accuracy"] == 0.759
+    assert mild["blurpool"] and mild["progressive_resize"]
+
+
+def test_baseline_drops_the_speed_up_methods():
+    base = config.load_recipe("baseline")
+    assert base["loss"] == "cross_entropy" and base["label_smoothing"] == 0.1
+    assert not base["blurpool"] and not base["progressive_resize"]
+    assert base["ema_half_life_batches"] == 0
+    assert base["train_resolution"] == 224 and base["eval_resize"] == 256
+    assert base["epochs"] * base["scale_schedule_ratio"] == 90
+    assert base["momentum"] == 0.875   # inherited from mild
+    assert base["init_bn_gamma"] == "uniform" and base["init_conv"] == "kaiming_normal"
+
+
+def test_settings_show_the_published_recipe():
+    text = describe_settings("mild")
+    for line in ("lr = 2.048", "momentum = 0.875", "label_smoothing = 0.08", "whole_epochs = True",
+                 "amp_dtype = 'fp16'", "resize_granularity = 'epoch'", "train_epochs = 28 ",
+                 "warmup_train_epochs = 8 ",
+                 "training sides = 88, 96, 104, 112, 116, 124, 132, 140, 148, 156, 164, 172, 176 "):
+        assert line in text
 
 
 def test_medium_and_hot_carry_the_published_values():
@@ -132,12 +169,14 @@ def _run_recipe(tmp_path, cache_dir, recipe: str, **extra):
     return recipe_events[0]["metadata"]["methods"], description, done.stdout
 
 
+@pytest.mark.e2e
 def test_medium_runs_end_to_end_and_its_logs_name_the_methods(tmp_path, cache_dir):
     methods, campaign, _ = _run_recipe(tmp_path, cache_dir, "medium")
     assert "MixUp (alpha 0.2)" in methods and "SAM (rho 0.5, every 10th step)" in methods
     assert campaign["config"]["settings"]["sam_interval"] == 10
 
 
+@pytest.mark.e2e
 def test_hot_runs_end_to_end_on_the_torchvision_loader(tmp_path, cache_dir):
     methods, campaign, out = _run_recipe(tmp_path, cache_dir, "hot", workers_per_device=2)
     assert any(m.startswith("RandAugment") for m in methods)

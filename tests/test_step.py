@@ -147,3 +147,34 @@ def test_each_forward_pass_draws_its_own_mixup_and_colout_resize_run_once_a_step
     if passes == 2:
         assert not torch.equal(seen[0], seen[1])       # the second pass saw a new mix
         assert recorders["mixing_coefficient"].calls[0][1] != recorders["mixing_coefficient"].calls[1][1]
+
+
+@pytest.mark.parametrize("overrides, floored", [
+    ({}, {}),                                                          # Mild: no side floors
+    ({"recipe": "medium", "scale_schedule_ratio": "1"}, {120: 119}),
+    ({"recipe": "hot", "scale_schedule_ratio": "3"}, {100: 99})])      # ColOut: 167-px batches
+def test_the_plan_trains_at_the_floored_side_and_keeps_the_pinned_one(overrides, floored):
+    from submission.config import resolve
+    plan = RunPlan.of(resolve("p4d", overrides), 1_281_167)
+    assert set(floored) <= set(plan.sides())
+    for side, first, steps in plan.side_runs():
+        assert plan.side(first) == side                     # the pinned side, as the bench keys it
+        assert plan.trained_side(first) == plan.trained_side(first + steps - 1) == floored.get(side, side)
+
+
+@pytest.mark.filterwarnings("ignore:torch.cuda.amp.GradScaler is enabled, but CUDA")
+def test_amp_is_fp16_with_a_grad_scaler_and_bf16_is_refused_on_an_emulating_gpu(monkeypatch):
+    from submission.config import resolve
+    from submission.step import autocast_for, grad_scaler
+    cuda, cpu = torch.device("cuda", 0), torch.device("cpu")
+    published = resolve("p4d")
+    assert isinstance(grad_scaler(published, cuda), torch.amp.GradScaler)
+    assert grad_scaler(published, cpu) is None
+    assert grad_scaler(resolve("p4d", {"amp_dtype": "bf16"}), cuda) is None
+    with autocast_for(published, cpu)():
+        assert torch.get_autocast_dtype("cpu") == torch.float16
+    # a V100 without a V100 descriptor (system=local): bf16 only by emulation
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: including_emulation)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Tesla V100-SXM2-16GB")
+    with pytest.raises(RuntimeError, match="V100.*no bf16 support"):
+        autocast_for(resolve("p4d", {"amp_dtype": "bf16"}), cuda)

@@ -40,6 +40,7 @@ print(json.dumps({"error": error}))
 '''
 
 
+@pytest.mark.e2e
 def test_a_loader_workers_death_is_recognised_from_torchs_own_error(tmp_path):
     """torch's DataLoader reports a worker killed under it with its own message; the check
     reads that message, so it is tested against the installed torch's."""

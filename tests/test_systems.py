@@ -13,7 +13,8 @@ from mlperf_logging.system_desc_checker.system_desc_checker import check_system_
 
 from submission import config, descriptor
 from submission import settings as declared
-from submission.system_description import STATUS_4X, fill_from_host, for_ruleset
+from submission.config import resolve
+from submission.system_description import STATUS_4X, fill_from_host, for_ruleset, run_description
 
 SYSTEMS = descriptor.available_systems()
 HOST_FIELDS = ("host_processor_model_name", "host_processors_per_node", "host_processor_core_count",
@@ -168,3 +169,11 @@ def test_software_names_rocm_and_miopen_on_a_rocm_torch(monkeypatch):
     monkeypatch.setattr(torch.backends.cudnn, "version", lambda: 3002000)
     software = system_description._software()
     assert "ROCm 6.2.41133" in software and "MIOpen 3002000" in software and "CUDA" not in software
+
+
+def test_the_logged_world_is_the_launched_one():
+    cfg = resolve("cpu", {"procs_per_node": "2", "nodes": "2", "master_addr": "10.0.0.1"})
+    written = run_description(cfg)
+    assert written["number_of_nodes"] == "2" and written["accelerators_per_node"] == "0"
+    assert written["system_name"] == cfg.system_name == "2xlocal_cpu"
+    assert cfg.global_batch_size == 4 * 64

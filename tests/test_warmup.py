@@ -7,6 +7,7 @@ import os
 import random
 
 import numpy as np
+import pytest
 import torch
 from torch import nn
 
@@ -163,6 +164,7 @@ print(json.dumps({"compiles": len(compiles.buffer), "labels": labels, "val": ima
 '''
 
 
+@pytest.mark.e2e
 def test_loaders_warmed_on_synthetic_images_compile_nothing_after_run_start(tmp_path, cache_dir):
     """In a fresh process, the run's loaders compile their numba pipelines on first use;
     after warm_up_loaders on the synthetic files they compile nothing, and they give the
@@ -244,6 +246,7 @@ print(json.dumps({"warm_ups": warm_ups, "run": [e["bytes"] for e in epochs[first
 '''
 
 
+@pytest.mark.e2e
 def test_the_loader_warm_up_leaves_freed_buffers_of_the_run_loaders_sizes(tmp_path, cache_dir):
     """FFCV allocates each epoch's batch buffers (pinned on a GPU, where torch keeps a
     freed block for a request of the same power-of-two size). In a fresh process (numba
@@ -315,6 +318,7 @@ ffcv.reader.Reader.__init__, mlperf_log.RunLog.init_stop_run_start = _reader, _s
 '''
 
 
+@pytest.mark.e2e
 def test_no_data_set_is_read_before_run_start(tmp_path, cache_dir):
     """A real run with the warm-up on: before run_start only the synthetic files are opened;
     the training and validation .beton files (FFCV's Reader reads their labels) only after."""
@@ -438,6 +442,7 @@ def _probe(tmp_path, source: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.e2e
 def test_compiled_warm_up_compiles_every_size_of_a_long_schedule_before_run_start(tmp_path):
     """compile=true with more sizes than torch._dynamo's recompile_limit (8; Mild has 13):
     the warm-up compiles every one, the run's steps at those sizes compile nothing more,
@@ -450,6 +455,7 @@ def test_compiled_warm_up_compiles_every_size_of_a_long_schedule_before_run_star
     assert (tmp_path / "inductor").is_dir()        # Inductor's cache went under cache_dir
 
 
+@pytest.mark.e2e
 def test_dynamic_compile_serves_every_size_with_few_graphs_and_nothing_after_the_warm_up(tmp_path):
     """compile_dynamic=true: fewer graphs than sizes, all compiled in the warm-up; a warm-up
     that compiles nothing at all is refused."""

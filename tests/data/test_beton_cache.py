@@ -101,6 +101,7 @@ def test_an_image_changed_after_its_check_fails_the_write_instead_of_hanging(tmp
     assert (data.train_samples, data.skipped_images) == (14, 1)
 
 
+@pytest.mark.e2e
 def test_temp_files_of_dead_conversions_are_removed(tmp_path, capfd):
     import socket
     import subprocess

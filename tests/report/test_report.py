@@ -5,16 +5,13 @@ from __future__ import annotations
 
 import json
 import re
-import signal
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-from submission import runs, score
+from submission import score
 from submission.cli import main as cli_main
-from submission.results import CampaignError
 from submission.progress import Reporter
 from submission.report import plots, report
 
@@ -161,15 +158,6 @@ def test_report_of_a_folder_without_logs_is_refused(tmp_path, capsys):
     assert "holds no resnet/result_*.txt" in capsys.readouterr().err
 
 
-def test_launch_keeps_the_progress_lines(tmp_path, monkeypatch, capsys):
-    script = "import sys; print('line one'); print('line two', flush=True); sys.exit(3)"
-    monkeypatch.setattr(campaign, "torchrun_command", lambda config, args: [sys.executable, "-c", script])
-    log = tmp_path / "progress" / "run_0.log"
-    assert runs.launch(None, [], progress=log) == 3
-    assert log.read_text() == "line one\nline two\n"
-    assert "line one\nline two\n" in capsys.readouterr().out
-
-
 def _windows(path: Path, windows: list[tuple[int, float]], eval_before: int = 0) -> None:
     """Progress records (submission.progress) with the given (side, img/s) windows of 5
     steps of 64 images, and an evaluation record before window number eval_before."""
@@ -224,30 +212,3 @@ def test_report_of_a_damaged_campaign_json_is_refused(tmp_path, capsys):
     assert re.search(re.escape(f"{folder / 'campaign.json'} is not valid JSON (") + r"line 1, column \d+", err)
     assert "restore it from a backup" in err
     assert sorted(folder.rglob("*")) == before                 # no report.md, no plot
-
-
-def test_a_second_signal_while_the_run_stops_still_ends_with_how_to_resume(tmp_path, monkeypatch):
-    # the job signals the campaign once running, and again when it is asked to stop: as
-    # SLURM does, signalling every process of a job, or a user pressing Ctrl-C twice
-    script = ("import os, signal, sys, time\n"
-              "def stop(*_):\n"
-              "    os.kill(os.getppid(), signal.SIGTERM)\n"
-              "    time.sleep(0.5)\n"
-              "    print('run_stop aborted', flush=True)\n"
-              "    sys.exit(130)\n"
-              "signal.signal(signal.SIGTERM, stop)\n"
-              "print('running', flush=True)\n"
-              "time.sleep(0.5)\n"                  # the campaign has relayed the line
-              "os.kill(os.getppid(), signal.SIGTERM)\n"
-              "time.sleep(30)\n")
-    monkeypatch.setattr(campaign, "torchrun_command", lambda config, args: [sys.executable, "-c", script])
-    log = tmp_path / "progress" / "run_0.log"
-    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)   # as run_campaign
-    try:
-        with pytest.raises(CampaignError, match="re-run the same command to resume"):
-            runs.launch(None, [], progress=log)
-    except KeyboardInterrupt:
-        pytest.fail("the second signal escaped _launch as KeyboardInterrupt")
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-    assert log.read_text() == "running\nrun_stop aborted\n"

@@ -19,7 +19,7 @@ from submission.model import model_from_config
 from submission.step import autocast_for
 from submission.train import evaluate
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 
 def mllog_events(path: Path) -> list[dict]:

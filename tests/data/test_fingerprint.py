@@ -24,7 +24,7 @@ from submission.data.prepare import prepare
 
 pytestmark = pytest.mark.timeout(300)
 
-# quick_settings' train_limit (1280) and test_training's 2560: the session's cache has them
+# quick_settings' train_limit (1280) and test_train.py's 2560: the session's cache has them
 SMALL, LARGE = 1280, 2560
 
 
@@ -152,6 +152,7 @@ def _events(path: Path) -> list[dict]:
             for line in path.read_text().splitlines() if ":::MLLOG " in line]
 
 
+@pytest.mark.e2e
 def test_a_node_with_another_training_set_stops_every_rank_before_run_start(
         tmp_path, cache_dir, prepared):
     """Two campaign commands on loopback (node_rank 0 and 1); node 1's command line has

@@ -14,9 +14,10 @@ import pytest
 from conftest import REPO, free_port, quick_settings
 from submission.compliance import check_path
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
 SBATCH = REPO / "scripts" / "slurm" / "run.sbatch"
+HERE = Path(__file__).resolve().parent          # start.sh and stop.sh
 
 
 def _two_free_ports() -> int:
@@ -41,7 +42,7 @@ def slurm(tmp_path_factory):
         pytest.skip("the one-host SLURM cluster runs its daemons as root (CI runs as root)")
     folder = tmp_path_factory.mktemp("slurm")
     env = {**os.environ, "SLURM_TEST_PORT": str(_two_free_ports())}
-    started = subprocess.run(["bash", REPO / "tests" / "slurm" / "start.sh", folder], env=env,
+    started = subprocess.run(["bash", HERE / "start.sh", folder], env=env,
                              capture_output=True, text=True, timeout=600)
     if started.returncode == 3:
         pytest.skip(f"SLURM cannot be installed here: {started.stderr.strip()}")
@@ -49,7 +50,7 @@ def slurm(tmp_path_factory):
         assert started.returncode == 0, started.stdout + started.stderr
         yield {**os.environ, "SLURM_CONF": str(folder / "slurm.conf")}
     finally:
-        subprocess.run(["bash", REPO / "tests" / "slurm" / "stop.sh", folder], capture_output=True,
+        subprocess.run(["bash", HERE / "stop.sh", folder], capture_output=True,
                        timeout=120)
 
 

@@ -253,6 +253,7 @@ def _gone(pid: int) -> bool:
         return True
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("ending", ["shutdown", "crash", "killed"])
 def test_workers_leave_stop_signals_to_the_trainer_and_still_end_with_it(tmp_path, ending):
     """SIGTERM and SIGINT from another process (torchrun, SLURM, the terminal) leave the

@@ -2,15 +2,16 @@
 from __future__ import annotations
 
 import json
-
-from conftest import run_submission  # noqa: F401  (conftest puts the repo on the path)
 import subprocess
 import sys
+
+import pytest
 
 from conftest import REPO
 from submission.profile import read as read_profile
 
 
+@pytest.mark.e2e
 def test_bench_on_a_small_training_set_writes_a_profile_of_every_size(tmp_path, cache_dir):
     profile = tmp_path / "profile.json"
     # 256 training images are fewer than the (4 + 4 x steps) batches the bench reads: it cycles
@@ -53,6 +54,7 @@ def test_bench_on_a_small_training_set_writes_a_profile_of_every_size(tmp_path, 
         assert row in done.stdout
 
 
+@pytest.mark.e2e
 def test_loader_sweep_times_every_write_option_on_the_same_images(tmp_path):
     from image_folders import make_nested
     make_nested(tmp_path / "images", train_counts=(12, 12, 12), val_counts=(2, 2, 2))
@@ -74,18 +76,21 @@ def test_loader_sweep_times_every_write_option_on_the_same_images(tmp_path):
     assert float(raw[4]) > float(jpg[4])             # raw pixels take more room than JPEG
 
 
+@pytest.mark.e2e
 def test_unknown_sweep_is_refused():
     done = subprocess.run([sys.executable, "-m", "submission.bench", "sweep=gpu"], cwd=REPO,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "sweep=loader" in done.stderr
 
 
+@pytest.mark.e2e
 def test_unknown_comparison_is_refused():
     done = subprocess.run([sys.executable, "-m", "submission.bench", "compare=timm"], cwd=REPO,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "compare=composer" in done.stderr and "compare=methods" in done.stderr
 
 
+@pytest.mark.e2e
 def test_composer_comparison_without_composer_says_how_to_install_it(tmp_path):
     """Composer is not a dependency: without it the comparison stops before preparing any
     data, and says where the install command is."""
@@ -99,6 +104,7 @@ def test_composer_comparison_without_composer_says_how_to_install_it(tmp_path):
     assert not (tmp_path / "cache").exists()
 
 
+@pytest.mark.e2e
 def test_method_comparison_times_each_variant_and_the_plain_loop(cache_dir):
     from submission.bench.compare_methods import PLAIN_ROW, RECIPE_ROW, VARIANTS
     done = subprocess.run(
@@ -131,6 +137,7 @@ def test_every_method_variant_swaps_something_the_recipe_has():
             assert recipe.settings[key] != value, f"{row}: the recipe already has {key}={value}"
 
 
+@pytest.mark.e2e
 def test_bench_refuses_a_round_count_that_is_no_whole_number():
     done = subprocess.run([sys.executable, "-m", "submission.bench", "compare=methods", "rounds=0"],
                           cwd=REPO, capture_output=True, text=True, timeout=120)
@@ -217,6 +224,7 @@ def test_timed_stretches_of_a_sam_recipe_are_whole_multiples_of_its_interval():
     assert [sam_steps(resolve("cpu", {}), n) for n in (1, 3, 10)] == [1, 3, 10]     # Mild: no SAM
 
 
+@pytest.mark.e2e
 def test_bench_of_hot_measures_the_torchvision_loader_and_its_cpu_work(tmp_path, cache_dir):
     profile = tmp_path / "hot.json"
     done = subprocess.run(
