@@ -122,9 +122,16 @@ def load_grid(name: str) -> Grid:
         Configuration(str(name), {k: v for k, v in spec.items() if k != "budgets"},
                       _numbers(spec.get("budgets", budgets)))
         for name, spec in data["configurations"].items())
-    return Grid(str(data["name"]), str(path), data["budget"], tuple(int(s) for s in data["seeds"]),
+    return Grid(str(data["name"]), _shown(path), data["budget"], tuple(int(s) for s in data["seeds"]),
                 str(data["baseline"]), _numbers(data.get("targets") or ()), dict(data.get("settings") or {}),
                 configurations)
+
+
+def _shown(path: Path) -> str:
+    """The grid file as reports name it: inside the repository, relative to it."""
+    repository = GRIDS_DIR.parent.parent
+    resolved = path.resolve()
+    return str(resolved.relative_to(repository)) if resolved.is_relative_to(repository) else str(path)
 
 
 def _numbers(values: Any) -> tuple[float, ...]:

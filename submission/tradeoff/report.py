@@ -104,8 +104,12 @@ def _measured_sections(folder: Path, measured: Measured, curves: list[CurvePoint
         if any(p.configuration == grid.baseline for p in curves) else \
         [f"{grid.baseline} has no finished point yet."]
     if grid.targets:
+        times = analysis.times_to_accuracy(measured.points, grid.targets)
+        reached = [t for t in times if t.reached]
         lines += ["", "## Time to each target (from the evaluations each run took)", ""]
-        lines += tables.time_to_accuracy_table(analysis.times_to_accuracy(measured.points, grid.targets))
+        lines += (tables.time_to_accuracy_table(reached) + ["", "Points no run of which reached a "
+                                                             "target are left out."]
+                  if reached else ["No run reached any of the targets."])
     return lines + [""]
 
 
