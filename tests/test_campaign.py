@@ -275,7 +275,6 @@ def test_followers_on_one_results_dir_keep_separate_state(tmp_path, cache_dir, m
 
 
 def test_cache_clearing_command_is_printed_with_its_origin_before_it_runs(tmp_path, capsys):
-    from submission import campaign
     from submission.config import resolve
     marker = tmp_path / "ran"
     config = resolve("cpu", {"cache_clear_cmd": f"touch {marker}"})

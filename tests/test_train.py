@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from conftest import REPO, free_port, quick_settings, run_submission
-from submission import config as config_module
 from submission.compliance import check_path
 from submission.config import parse_overrides, resolve
 from submission.data import loaders

@@ -82,7 +82,7 @@ def write(grid: Grid, config: Config, folder: Path, expected: int, options: dict
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / ".report.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        finished = grid_points.finished_points(grid, folder)
+        finished = grid_points.finished_points(grid, folder, config.price_usd_per_hour)
         measured = report.Measured(
             grid, config.system_id, config.system_name, _machine(config), config.dataset,
             config.price_usd_per_hour, finished, expected)

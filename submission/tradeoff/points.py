@@ -16,6 +16,7 @@ it is never scored or packaged (its run_stop says why).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -120,20 +121,21 @@ def point_record(point: GridPoint, log: Path, price_usd_per_hour: float) -> Poin
                  tuple(evaluations))
 
 
-def finished_points(grid: Grid, folder: Path) -> list[Point]:
+def finished_points(grid: Grid, folder: Path, price_usd_per_hour: float) -> list[Point]:
     """The figures of every finished point of the grid in `folder` (point.json, or read from
-    its log where a run was stopped before writing it)."""
+    its log where a run was stopped before writing it), costed at `price_usd_per_hour`: the
+    report's price, whatever price the runs were launched with."""
     found = []
-    price = float(read_json(folder / "grid.json").get("price_usd_per_hour") or 0.0) \
-        if (folder / "grid.json").is_file() else 0.0
     for point in grid.points():
         where = point_folder(folder, point)
         if not (where / LOG).is_file():
             continue
         record = where / RECORD
         if not record.is_file():
-            write_json(record, point_record(point, where / LOG, price).to_dict())
-        found.append(Point.from_dict(json.loads(record.read_text())))
+            write_json(record, point_record(point, where / LOG, price_usd_per_hour).to_dict())
+        figures = Point.from_dict(json.loads(record.read_text()))
+        cost = figures.minutes / 60 * price_usd_per_hour if price_usd_per_hour else None
+        found.append(dataclasses.replace(figures, cost_usd=cost))
     return found
 
 

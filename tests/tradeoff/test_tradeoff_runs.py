@@ -66,6 +66,13 @@ def test_points_train_their_whole_budget_and_log_every_evaluation(tmp_path, cach
     assert "2 of 2 points finished" in report and (folder / "tradeoff-minutes.png").stat().st_size > 0
     assert "trained its whole budget (no target)" in done.stdout
 
+    # the report alone, at a price: every point costed at it (a dollar a minute)
+    priced = run_submission("tradeoff", *_settings(tmp_path, cache_dir), "--report", "price_usd_per_hour=60")
+    assert priced.returncode == 0, priced.stderr
+    points = json.loads((folder / "tradeoff.json").read_text())["points"]
+    assert [p["cost_usd"] for p in points] == pytest.approx([p["minutes"] for p in points])
+    assert (folder / "tradeoff-cost.png").is_file()
+
 
 def test_an_interrupted_point_is_redone_and_a_finished_one_kept_byte_for_byte(tmp_path, cache_dir):
     args = ["tradeoff", *_settings(tmp_path, cache_dir)]
