@@ -189,12 +189,12 @@ def follow_campaign(config: Config) -> int:
 
 def finish_campaign(config: Config) -> int:
     """Score, compare systems, and package; print where everything is."""
-    from . import package, score
+    from . import comparison, package, score
 
     folder = system_dir(config)
     summary = score.summarize(folder, config.price_usd_per_hour)
     score.write_summary(folder, summary)
-    score.write_comparison(results_root(config))
+    comparison.write_comparison(results_root(config))
     from .report.report import write_report
     print(f"[campaign] results: {folder / 'resnet'}\n[campaign] summary: {folder / 'summary.md'}\n"
           f"[campaign] report with plots: {write_report(folder, config.price_usd_per_hour)}")

@@ -83,7 +83,7 @@ def cmd_score(words: list[str]) -> int:
 
 
 def cmd_compare(words: list[str]) -> int:
-    from . import score
+    from . import comparison, score
     if len(words) > 1:
         raise ConfigError(f"compare takes one results folder (default results/), not {' '.join(words)}")
     root = Path(words[0]) if words else REPO_ROOT / "results"
@@ -92,7 +92,7 @@ def cmd_compare(words: list[str]) -> int:
     if score.result_files(root):
         raise ConfigError(f"{root} is one system's results: compare takes the folder above it "
                           f"({root.parent}); `python -m submission score {root}` scores this one")
-    print(score.compare_systems(root))
+    print(comparison.compare_systems(root))
     return 0
 
 

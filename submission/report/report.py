@@ -14,7 +14,7 @@ import datetime
 import json
 from pathlib import Path
 
-from .. import score
+from .. import comparison, score
 from . import plots, steadiness
 
 PROFILE_GLOB = "profile*.json"   # bench profiles (`python -m submission.bench ... json=FILE`) kept here
@@ -114,7 +114,7 @@ def build_report(system_dir: Path, price: float | None = None) -> tuple[str, dic
     lines += ["", "## Systems compared", ""]
     if "systems" in drawn:
         lines += ["![minutes and cost per system](systems.png)", ""]
-    lines += _body(score.compare_systems(system_dir.parent, {system_dir.resolve().name: price} if price else None))
+    lines += _body(comparison.compare_systems(system_dir.parent, {system_dir.resolve().name: price} if price else None))
     lines += ["", "## Bench figures", ""] + _bench_section(system_dir)
     lines += ["", "## Cost", ""] + _cost_section(system_dir, summary, price)
     return "\n".join(lines) + "\n", drawn

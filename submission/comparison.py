@@ -1,0 +1,74 @@
+"""results/comparison.md: every system with results in one results folder, side by side,
+with the published figures beside them (labelled, with their sources)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from . import published, score
+from .results import CampaignError
+
+
+def compare_systems(results_dir: Path, prices: dict[str, float] | None = None) -> str:
+    """Markdown table over every results/<system_name>/ with result files or a summary.
+    prices: USD per hour by folder name, used instead of campaign.json's price."""
+    rows, unreadable = [], []
+    for system_dir in sorted(p for p in Path(results_dir).iterdir() if p.is_dir()):
+        try:
+            if score.result_files(system_dir):
+                data = score.summarize(system_dir, (prices or {}).get(system_dir.name)).to_dict()
+            elif (system_dir / "summary.json").is_file():
+                try:
+                    data = json.loads((system_dir / "summary.json").read_text())
+                except json.JSONDecodeError:
+                    continue
+            else:
+                continue
+            campaign = score.read_campaign(system_dir)
+        except CampaignError:       # one damaged system must not hide the others
+            unreadable.append(system_dir)
+            continue
+        short = campaign.get("system")
+        name = system_dir.name + (f" ({short})" if short and short != system_dir.name else "")
+        rows.append("| " + " | ".join([
+            name, str(len(data.get("runs", []))), _fmt(data.get("score_minutes"), "{:.3f}"),
+            "yes" if data.get("valid") else "no",
+            _fmt(data.get("cost_per_run_usd"), "${:.2f}"),
+            _fmt(data.get("mean_img_per_s"), "{:,.0f}")]) + " |")
+    header = ["# ResNet-50: systems compared", "",
+              "| system | runs | score (min) | valid | mean cost per run | mean img/s |",
+              "|---|---|---|---|---|---|"]
+    published_rows, notes = published_table_rows()
+    footer = ["", "Score: MLPerf olympic mean of run_stop - run_start over 5 runs. "
+              f"Throughput: {score.IMG_S_LABEL}. Per-system details: <system>/summary.md.",
+              "", "Rows marked *published* were not run by this project (their img/s is the "
+              "write-up's training throughput, not run_start→run_stop); their sources:", ""] + notes
+    if not rows:
+        header.insert(2, "No system has results here yet; published figures only.\n")
+    if unreadable:
+        footer += ["", "Left out, their campaign.json cannot be read (`python -m submission score "
+                   "FOLDER` says why): " + ", ".join(str(d) for d in unreadable)]
+    return "\n".join(header + rows + published_rows + footer) + "\n"
+
+
+def published_table_rows() -> tuple[list[str], list[str]]:
+    """Rows of the published figures in the comparison table's columns, and the
+    numbered source notes they cite."""
+    sources = published.sources()
+    cite = {source: f"[{i}]" for i, source in enumerate(sources, start=1)}
+    rows = [f"| *published* {t.label}, to {t.target:.1%} top-1, {t.hardware} {cite[t.source]} | "
+            f"{t.runs} | {t.minutes:.2f} | (published) | — | — |" for t in published.TIMES]
+    rows += [f"| *published* {t.label} throughput, {t.hardware} {cite[t.source]} | — | — | — | — | "
+             f"{t.img_per_s:,.0f} |" for t in published.THROUGHPUTS]
+    return rows, [f"{cite[s]} {s}" for s in sources]
+
+
+def write_comparison(results_dir: Path) -> Path:
+    path = Path(results_dir) / "comparison.md"
+    path.write_text(compare_systems(results_dir))
+    return path
+
+
+def _fmt(value: Any, spec: str) -> str:
+    return "—" if value is None else spec.format(value)
