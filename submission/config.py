@@ -355,12 +355,12 @@ def validate(config: Config) -> None:
             problems.append(f"{key} is empty: name a folder (default {declared.default(key)!r})")
     if problems:       # the checks below combine these values
         raise ConfigError("invalid configuration:\n  - " + "\n  - ".join(problems))
-    problems = _combination_problems(config)
+    problems = combination_problems(config)
     if problems:
         raise ConfigError("invalid configuration:\n  - " + "\n  - ".join(problems))
 
 
-def _combination_problems(config: Config) -> list[str]:
+def combination_problems(config: Config) -> list[str]:
     """What settings that are each admitted cannot do together."""
     published = ratio_range(config.recipe)
     problems = []

@@ -210,7 +210,9 @@ class Settings:
                               "")
     cache_dir: str = setting(OPERATIONAL, ".beton files, reused while source and write settings match", "cache")
     # the images and their order come from the seed: the threads only share out the work, and
-    # they are fitted to the CPUs this process may use, which may change between resumes
+    # they are fitted to the CPUs this process may use, which may change between resumes. With
+    # the torchvision loader each worker draws its augmentations from its own generator, so
+    # another count gives other draws from the same distributions, as another seed would.
     workers_per_device: int = setting(OPERATIONAL, "loader threads (FFCV) or worker processes "
                                                    "(torchvision) per process", 8,
                                       admits=AT_LEAST_1, profile=RECORDED)

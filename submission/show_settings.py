@@ -4,7 +4,8 @@ the schedule the recipe's settings give the published run (the RunPlan the loop 
 from __future__ import annotations
 
 from . import settings as declared
-from .config import DEFAULT_RECIPE, Config, ConfigError, load_recipe, parse_overrides, ratio_range
+from .config import (DEFAULT_RECIPE, Config, ConfigError, combination_problems, load_recipe, parse_overrides,
+                     ratio_range)
 from .data.sources import PUBLISHED_SPLIT_SIZES
 from .step import RunPlan
 
@@ -76,6 +77,11 @@ def derived_schedule(recipe_name: str, recipe: dict) -> list[str]:
     config = Config.of(recipe_name, {**declared.defaults(), **recipe, "recipe": recipe_name,
                                      "batch_per_device": batch},
                        {"number_of_nodes": "1", "accelerators_per_node": "1"})
+    problems = [f"scale_schedule_ratio={config.scale_schedule_ratio:g} {problem}"
+                for problem in [declared.problem("scale_schedule_ratio", config.scale_schedule_ratio)] if problem]
+    problems += [] if problems else combination_problems(config)
+    if problems:
+        raise ConfigError(f"{recipe_name}: a run would refuse this schedule: " + "; ".join(problems))
     plan = RunPlan.of(config, images, world_size=1)
     lines = [f"  scale_schedule_ratio = {config.scale_schedule_ratio:g}; methods: "
              f"{', '.join(config.methods) or 'none'}",

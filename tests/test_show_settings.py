@@ -25,6 +25,15 @@ def test_a_recipe_that_leaves_the_ratio_open_shows_no_schedule_a_run_would_refus
     assert "scale_schedule_ratio = 3;" in describe_settings("hot", 3.0)
 
 
+@pytest.mark.parametrize("recipe, ratio, message", [
+    ("mild", 0.05, r"mild: a run would refuse this schedule: warmup \(8 epochs\) must be shorter than training"),
+    ("baseline", -1.0, r"baseline: a run would refuse this schedule: scale_schedule_ratio=-1 must be above 0"),
+])
+def test_a_ratio_inside_the_published_range_that_a_run_would_refuse_shows_no_schedule(recipe, ratio, message):
+    with pytest.raises(ConfigError, match=message):
+        describe_settings(recipe, ratio)
+
+
 def test_the_harness_list_names_the_recipe_asked_for_and_every_setting_once():
     text = describe_settings("hot")
     assert "  recipe = 'hot'  --" in text and "recipe = 'mild'" not in text

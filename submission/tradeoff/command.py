@@ -17,7 +17,7 @@ import fcntl
 from pathlib import Path
 
 from .. import descriptor, published
-from ..config import REPO_ROOT, Config, parse_overrides
+from ..config import REPO_ROOT, Config, parse_overrides, resolve
 from ..errors import ConfigError
 from . import points as grid_points
 from . import report
@@ -37,13 +37,16 @@ def main(words: list[str]) -> int:
         return draw_published(parse_overrides(words[1:]))
     given = parse_overrides(words)
     options = {key: given.pop(key) for key in list(given) if key in OPTIONS or key.startswith("profile_")}
-    grid = load_grid(options.get("grid") or ("imagenet" if given.get("data_dir") else "embedded"))
+    grid = load_grid(options.get("grid") or _default_grid(given))
     points = grid.points()
     configs = {p.index: grid_points.point_config(grid, p, given) for p in points}
     first = configs[points[0].index]
     if options.get("profile") and first.dataset != "imagenet":
         raise ConfigError(f"profile={options['profile']}: projections to the systems are of ImageNet "
                           f"points; grid {grid.name} runs on {first.dataset} (data_dir= an ImageNet folder)")
+    if options.get("profile"):          # a wrong file is said now, not after the points trained
+        from .projected import options_of
+        options_of(options)
     folder = grid_points.grid_folder(grid, first)
     if "--list" in flags:
         print(listing(grid, points, folder, words))
@@ -51,11 +54,24 @@ def main(words: list[str]) -> int:
     chosen = _chosen(points, options.get("point"))
     if "--report" not in flags:
         grid_points.record_grid(grid, first, folder, given)
-        for point in chosen:
-            grid_points.run_point(grid, point, configs[point.index], folder, len(points))
-    path = write(grid, first, folder, len(points), options)
-    print(f"[tradeoff] report: {path}")
+        try:
+            for point in chosen:
+                grid_points.run_point(grid, point, configs[point.index], folder, len(points))
+        finally:                        # a point that fails or is stopped leaves the others' report
+            print(f"[tradeoff] report: {write(grid, first, folder, len(points), options)}", flush=True)
+        return 0
+    print(f"[tradeoff] report: {write(grid, first, folder, len(points), options)}")
     return 0
+
+
+def _default_grid(given: dict[str, str]) -> str:
+    """`imagenet` for a system that trains on ImageNet (data_dir= names it), else `embedded`."""
+    if given.get("data_dir"):
+        return "imagenet"
+    if resolve(None, given).dataset == "imagenet":
+        raise ConfigError(f"system={given.get('system')} trains on ImageNet: give data_dir=FOLDER "
+                          "(the grid is then `imagenet`), or grid=NAME")
+    return "embedded"
 
 
 def _chosen(points, point: str | None):
@@ -82,10 +98,10 @@ def write(grid: Grid, config: Config, folder: Path, expected: int, options: dict
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / ".report.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        finished = grid_points.finished_points(grid, folder, config.price_usd_per_hour)
+        finished, left_out = grid_points.finished_points(grid, folder, config.price_usd_per_hour)
         measured = report.Measured(
             grid, config.system_id, config.system_name, _machine(config), config.dataset,
-            config.price_usd_per_hour, finished, expected)
+            config.price_usd_per_hour, finished, expected, left_out=left_out)
         if options.get("profile"):
             from .projected import project_points
             measured.projected, measured.projection_notes = project_points(grid, finished, options)

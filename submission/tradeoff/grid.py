@@ -56,12 +56,16 @@ class GridPoint:
     @property
     def slug(self) -> str:
         """The point's folder name: its configuration, budget and seed."""
-        name = re.sub(r"[^a-z0-9.]+", "-", self.configuration.lower()).strip("-") or "configuration"
-        return f"{name}-budget{self.budget:g}-seed{self.seed}"
+        return f"{folder_name(self.configuration)}-budget{self.budget:g}-seed{self.seed}"
 
     @property
     def label(self) -> str:
         return f"{self.configuration} at {self.budget:g}, seed {self.seed}"
+
+
+def folder_name(configuration: str) -> str:
+    """A configuration's name as the start of its points' folder names."""
+    return re.sub(r"[^a-z0-9.]+", "-", configuration.lower()).strip("-") or "configuration"
 
 
 @dataclass(frozen=True)
@@ -156,6 +160,8 @@ def _grid_problems(data: dict) -> list[str]:
         problems.append(f"budget {data['budget']!r}: a budget sets {' or '.join(BUDGET_KEYS)}")
     if not _is_numbers(data["budgets"]):
         problems.append("budgets must be a list of numbers above 0")
+    elif len(set(data["budgets"])) != len(data["budgets"]):
+        problems.append(f"budgets {data['budgets']} name a budget twice")
     if not (isinstance(data["seeds"], list) and data["seeds"]
             and all(isinstance(s, int) and not isinstance(s, bool) and declared.SEED_RANGE.admits(s)
                     for s in data["seeds"]) and len(set(data["seeds"])) == len(data["seeds"])):
@@ -173,9 +179,17 @@ def _grid_problems(data: dict) -> list[str]:
             continue
         if "budgets" in spec and not _is_numbers(spec["budgets"]):
             problems.append(f"configuration {name!r}: budgets must be a list of numbers above 0")
+        elif "budgets" in spec and len(set(spec["budgets"])) != len(spec["budgets"]):
+            problems.append(f"configuration {name!r}: budgets {spec['budgets']} name a budget twice")
         problems += _settings_problems(f"configuration {name!r}",
                                        {k: v for k, v in spec.items() if k not in ("recipe", "budgets")},
                                        data["budget"])
+    folders: dict[str, str] = {}
+    for name in configurations:
+        other = folders.setdefault(folder_name(str(name)), str(name))
+        if other != str(name):
+            problems.append(f"configurations {other!r} and {name!r} share a folder name "
+                            f"({folder_name(str(name))!r}): rename one")
     if data["baseline"] not in configurations:
         problems.append(f"baseline {data['baseline']!r} is not one of the configurations "
                         f"({', '.join(map(str, configurations))})")
@@ -187,7 +201,7 @@ def _settings_problems(where: str, settings: Any, budget_key: str) -> list[str]:
         return [f"{where}: settings are a mapping (key: value)"]
     problems = []
     for key in settings:
-        if key not in declared.DECLARED:
+        if key not in declared.DECLARED and key not in COMMAND_LINE_KEYS:
             problems.append(f"{where}: unknown setting {key!r} (`python -m submission settings` lists them)")
         elif key in POINT_KEYS or key == budget_key or key in COMMAND_LINE_KEYS or key == "recipe":
             problems.append(f"{where}: {key} is set " + (

@@ -30,6 +30,7 @@ from .analysis import Evaluation, Point
 from .grid import COMMAND_LINE_KEYS, Grid, GridPoint
 
 LOG, RECORD = "log.txt", "point.json"
+WHOLE_BUDGET = "no target"          # the start of run_stop's reason when a run trained its budget
 
 
 def point_config(grid: Grid, point: GridPoint, overrides: dict[str, str]) -> Config:
@@ -58,14 +59,16 @@ def is_finished(folder: Path, point: GridPoint) -> bool:
 
 
 def run_point(grid: Grid, point: GridPoint, config: Config, folder: Path, count: int) -> None:
-    """Train the point's whole budget, unless it is finished already."""
+    """Train the point's whole budget, unless it is finished already (with these settings)."""
     where = point_folder(folder, point)
     if is_finished(folder, point):
-        print(f"[tradeoff] point {point.index}/{count - 1} ({point.label}) already finished: {where / LOG}",
-              flush=True)
+        _say_finished(point, where, config, count)
         return
     config = runs.plan_launch(config, say="[tradeoff]").approved()
     with runs.Lock(where):
+        if is_finished(folder, point):          # another array task finished it meanwhile
+            _say_finished(point, where, config, count)
+            return
         _check_recorded(where, config)
         partial = where / (LOG + ".partial")
         if partial.exists():
@@ -81,7 +84,16 @@ def run_point(grid: Grid, point: GridPoint, config: Config, folder: Path, count:
                                "--seed", str(point.seed), "--label", label,
                                "--progress", str(where / "progress.jsonl")],
                       where / LOG, f"point {point.index} ({point.label})", where / "run.log")
-        write_json(where / RECORD, point_record(point, where / LOG, config.price_usd_per_hour).to_dict())
+        try:
+            write_json(where / RECORD, point_record(point, where / LOG, config.price_usd_per_hour).to_dict())
+        except StoppedEarly as exc:
+            print(f"[tradeoff] {exc}", flush=True)
+
+
+def _say_finished(point: GridPoint, where: Path, config: Config, count: int) -> None:
+    _check_recorded(where, config)
+    print(f"[tradeoff] point {point.index}/{count - 1} ({point.label}) already finished: {where / LOG}",
+          flush=True)
 
 
 def _check_recorded(where: Path, config: Config) -> None:
@@ -93,6 +105,11 @@ def _check_recorded(where: Path, config: Config) -> None:
     if changes:
         raise CampaignError(f"{where} holds a run of this point with other settings ({', '.join(changes)}); move the "
                             "folder aside to run the point with these, or use another results_dir")
+
+
+class StoppedEarly(CampaignError):
+    """A point's run ended before the end of its budget (diverged, max_run_minutes): finished,
+    kept, and left out of the curves, which compare whole budgets."""
 
 
 def point_record(point: GridPoint, log: Path, price_usd_per_hour: float) -> Point:
@@ -113,30 +130,40 @@ def point_record(point: GridPoint, log: Path, price_usd_per_hour: float) -> Poin
             minutes = (eval_began - first["run_start"].timestamp - eval_ms) / 60000
             evaluations.append(Evaluation(max(minutes, 0.0), top1))
             eval_ms += line.timestamp - eval_began
-    if "run_stop" not in first or not evaluations:
-        raise CampaignError(f"{log} has no run_stop or no evaluation: not a finished point")
+    if "run_stop" not in first:
+        raise CampaignError(f"{log} has no run_stop: not a finished point")
+    reason = str((first["run_stop"].value.get("metadata") or {}).get("reason", ""))
+    if not reason.startswith(WHOLE_BUDGET) or not evaluations:
+        raise StoppedEarly(f"point {point.index} ({point.label}) stopped before the end of its budget "
+                           f"({reason or 'no evaluation'}): kept in {log.parent}, left out of the curves; "
+                           "move that folder aside to run the point again")
     minutes = (first["run_stop"].timestamp - first["run_start"].timestamp - eval_ms) / 60000
     cost = minutes / 60 * price_usd_per_hour if price_usd_per_hour else None
     return Point(point.configuration, point.budget, point.seed, evaluations[-1].top1, minutes, cost,
                  tuple(evaluations))
 
 
-def finished_points(grid: Grid, folder: Path, price_usd_per_hour: float) -> list[Point]:
+def finished_points(grid: Grid, folder: Path, price_usd_per_hour: float) -> tuple[list[Point], list[str]]:
     """The figures of every finished point of the grid in `folder` (point.json, or read from
     its log where a run was stopped before writing it), costed at `price_usd_per_hour`: the
-    report's price, whatever price the runs were launched with."""
-    found = []
+    report's price, whatever price the runs were launched with; and why each point that
+    stopped before the end of its budget is left out."""
+    found, left_out = [], []
     for point in grid.points():
         where = point_folder(folder, point)
         if not (where / LOG).is_file():
             continue
         record = where / RECORD
         if not record.is_file():
-            write_json(record, point_record(point, where / LOG, price_usd_per_hour).to_dict())
+            try:
+                write_json(record, point_record(point, where / LOG, price_usd_per_hour).to_dict())
+            except StoppedEarly as exc:
+                left_out.append(str(exc))
+                continue
         figures = Point.from_dict(json.loads(record.read_text()))
         cost = figures.minutes / 60 * price_usd_per_hour if price_usd_per_hour else None
         found.append(dataclasses.replace(figures, cost_usd=cost))
-    return found
+    return found, left_out
 
 
 def record_grid(grid: Grid, config: Config, folder: Path, overrides: dict[str, str]) -> None:

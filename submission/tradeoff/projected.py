@@ -3,17 +3,19 @@
 
 The system's own launch settings (batch, processes, loader threads) and price apply; only the
 recipe's settings of a configuration, and its budget, go along. Minutes are the projected
-training parts (evaluation left out, as the measured points count them), dollars those
-minutes at the system's price.
+run with its evaluations left out (as the measured points count them: training, set-up inside
+the timed region and epoch starts), dollars those minutes at the system's price.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from .. import settings as declared
 from ..config import Config, resolve
 from ..descriptor import available_systems, load_descriptor
 from ..errors import ConfigError
 from ..profile import BenchProfile, read
-from ..projection import bench_command, project
+from ..projection import BENCH_HINT, bench_command, project
 from .analysis import CurvePoint, Point, curve_points
 from .grid import Grid
 
@@ -38,32 +40,54 @@ def system_config(grid: Grid, system: str, configuration: str, budget: float) ->
         raise ConfigError(f"{configuration} at {budget:g} on {system}: {exc}") from None
 
 
-def profiles_of(options: dict) -> tuple[BenchProfile, dict[str, BenchProfile], BenchProfile | None]:
+@dataclass(frozen=True)
+class Options:
+    """What projecting a grid's points needs, read and checked before any point runs."""
+    profile: BenchProfile
+    by_recipe: dict[str, BenchProfile]          # profile_<recipe>=FILE
+    loader: BenchProfile | None                 # loader_profile=FILE
+    dp_efficiency: float | None
+    systems: list[str]
+
+
+def options_of(options: dict) -> Options:
     """profile=FILE (every recipe), profile_<recipe>=FILE (that recipe's, where its sides or
     methods differ: the baseline trains at 224 px), loader_profile=FILE (the recipes whose
-    loader is of its kind)."""
-    by_recipe = {key.removeprefix("profile_"): read(path, key) for key, path in options.items()
+    loader is of its kind), dp_efficiency=F, systems=A,B (default: every one with accelerators)."""
+    remedy = BENCH_HINT.format(system="NAME")
+    by_recipe = {key.removeprefix("profile_"): read(path, key, remedy) for key, path in options.items()
                  if key.startswith("profile_")}
-    loader = read(options["loader_profile"], "loader_profile") if options.get("loader_profile") else None
-    return read(options["profile"], "profile"), by_recipe, loader
+    loader = read(options["loader_profile"], "loader_profile", remedy) if options.get("loader_profile") else None
+    try:
+        dp = float(options["dp_efficiency"]) if options.get("dp_efficiency") else None
+    except ValueError:
+        raise ConfigError(f"dp_efficiency takes a number in (0, 1], not {options['dp_efficiency']!r}") from None
+    if dp is not None and not 0 < dp <= 1:
+        raise ConfigError(f"dp_efficiency must be in (0, 1], not {dp:g}")
+    known = available_systems()
+    systems = options["systems"].split(",") if options.get("systems") else systems_with_accelerators()
+    unknown = [name for name in systems if name not in known]
+    if unknown:
+        raise ConfigError(f"systems={options['systems']}: no descriptor {', '.join(unknown)} "
+                          f"(systems/*.json: {', '.join(known)})")
+    return Options(read(options["profile"], "profile", remedy), by_recipe, loader, dp, systems)
 
 
 def project_points(grid: Grid, points: list[Point], options: dict) -> tuple[dict[str, list[CurvePoint]], list[str]]:
     """system -> the curve points of `points` with that system's projected minutes and cost;
     and notes on what was assumed."""
-    profile, by_recipe, loader = profiles_of(options)
-    dp = float(options["dp_efficiency"]) if options.get("dp_efficiency") else None
-    systems = options["systems"].split(",") if options.get("systems") else systems_with_accelerators()
+    given = options_of(options)
     curves = curve_points(points)
     projected = {}
-    for system in systems:
+    for system in given.systems:
         projected[system] = []
         for curve in curves:
             config = system_config(grid, system, curve.configuration, curve.budget)
-            own = loader if loader is not None and loader.loader.kind == config.train_loader else None
-            projected[system].append(_projected(config, curve, by_recipe.get(config.recipe, profile), own, dp))
-    files = [f"profile {profile.file}"] + [f"profile_{r} {p.file}" for r, p in by_recipe.items()] \
-        + ([f"loader_profile {loader.file} ({loader.loader.kind} loaders)"] if loader else [])
+            loader = given.loader if given.loader is not None and given.loader.loader.kind == config.train_loader else None
+            profile = given.by_recipe.get(config.recipe, given.profile)
+            projected[system].append(_projected(config, curve, profile, loader, given.dp_efficiency))
+    files = [f"profile {given.profile.file}"] + [f"profile_{r} {p.file}" for r, p in given.by_recipe.items()] \
+        + ([f"loader_profile {given.loader.file} ({given.loader.loader.kind} loaders)"] if given.loader else [])
     notes = [f"top-1 measured on this machine; minutes and dollars projected from {', '.join(files)}: "
              "`python -m submission project system=NAME recipe=R scale_schedule_ratio=B profile=...` "
              "prints any of them in full, with every assumption"]
@@ -75,7 +99,8 @@ def _projected(config: Config, curve: CurvePoint, profile: BenchProfile, loader:
     if config.train_loader == "torchvision" and loader is None:
         raise ConfigError(f"{curve.configuration} loads with torchvision (CPU-bound): projecting it needs "
                           f"loader_profile=FILE, measured with `{bench_command(config)}` on a CPU host")
-    minutes = project(config, profile, loader, dp, infer_sides=True).training_minutes
+    projection = project(config, profile, loader, dp, infer_sides=True)
+    minutes = projection.run_minutes - projection.evaluation_minutes    # as a measured point counts them
     cost = minutes / 60 * config.price_usd_per_hour if config.price_usd_per_hour else None
     return CurvePoint(curve.configuration, curve.budget, curve.seeds, curve.top1_mean, curve.top1_std,
                       curve.top1_min, curve.top1_max, minutes, minutes, minutes, cost)

@@ -38,6 +38,7 @@ class Measured:
     # system -> the curve points with minutes and cost projected for it (same top-1)
     projected: dict[str, list[CurvePoint]] = field(default_factory=dict)
     projection_notes: list[str] = field(default_factory=list)
+    left_out: list[str] = field(default_factory=list)     # points that stopped before their budget's end
 
 
 def _axis(curve_points: list[CurvePoint]) -> str:
@@ -55,7 +56,8 @@ def write_report(folder: Path, measured: Measured) -> Path:
     else:
         lines += _measured_sections(folder, measured, curves)
     for system, projected in measured.projected.items():
-        lines += _system_section(folder, measured, system, projected)
+        if projected:
+            lines += _system_section(folder, measured, system, projected)
     if measured.projected:
         lines += _order_section(measured)
     lines += _published_section(measured)
@@ -78,7 +80,8 @@ def _header(measured: Measured) -> list[str]:
             "evaluations left out, dollars those minutes at "
             + (f"${measured.price_usd_per_hour:g}/hour." if measured.price_usd_per_hour else
                "a price, which this system has none of (price_usd_per_hour=)."),
-            "These are not MLPerf results: no point has a target, none is scored or packaged.", ""]
+            "These are not MLPerf results: no point has a target, none is scored or packaged.", ""] \
+        + [f"Left out: {why}." for why in measured.left_out] + ([""] if measured.left_out else [])
 
 
 def _measured_sections(folder: Path, measured: Measured, curves: list[CurvePoint]) -> list[str]:

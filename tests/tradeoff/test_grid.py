@@ -63,6 +63,11 @@ def test_the_command_line_may_not_change_what_the_grid_sets(tmp_path):
      "configuration 'mild, no smoothing': unknown setting 'label_smothing'"),
     ("targets: [0.6]", "targets: [75.9]", r"targets must be a list of top-1 fractions in \(0, 1\]"),
     ("name: small", "name: ../up", "name '../up' names a folder"),
+    ("budgets: [0.5, 1.0]", "budgets: [0.5, 0.5]", r"budgets \[0.5, 0.5\] name a budget twice"),
+    ("budgets: [1.0]}", "budgets: [1.0, 1]}", r"configuration 'mild, no smoothing': budgets \[1.0, 1\] name a budget"),
+    ("  plain: {recipe: baseline}", "  plain: {recipe: baseline}\n  Mild (no smoothing): {recipe: mild}",
+     r"configurations 'Mild \(no smoothing\)' and 'mild, no smoothing' share a folder name \('mild-no-smoothing'\)"),
+    ("{epochs: 0.1}", "{epochs: 0.1, system: p4d}", "settings: system is set on the command line"),
 ])
 def test_a_bad_grid_is_refused_naming_the_file_and_what_is_wrong(tmp_path, old, new, message):
     with pytest.raises(ConfigError, match=message) as refused:

@@ -72,14 +72,17 @@ def test_each_point_gets_the_minutes_and_dollars_project_gives_it_on_each_system
     for system in systems:
         by_name = {p.configuration: p for p in measured.projected[system]}
         config = resolve(system, {"recipe": "mild", "scale_schedule_ratio": "0.45"})
-        expected = project(config, read(H100), None, infer_sides=True).training_minutes
+        whole = project(config, read(H100), None, infer_sides=True)
+        expected = whole.run_minutes - whole.evaluation_minutes        # as a measured point counts
+        assert expected > whole.training_minutes                        # the set-up in the timed region counts
         mild = by_name["mild"]
         assert mild.minutes_mean == pytest.approx(expected)
         assert mild.cost_mean == pytest.approx(expected / 60 * 32.7726)      # p4d's list price
         assert mild.top1_mean == pytest.approx(0.772)                         # measured, not projected
         tv = resolve(system, {"recipe": "mild", "scale_schedule_ratio": "0.35", "train_loader": "torchvision"})
+        tv_whole = project(tv, read(H100), read(LOADER), infer_sides=True)
         assert by_name["mild, torchvision loader"].minutes_mean == pytest.approx(
-            project(tv, read(H100), read(LOADER), infer_sides=True).training_minutes)
+            tv_whole.run_minutes - tv_whole.evaluation_minutes)
 
 
 def test_a_host_with_fewer_cpus_per_gpu_changes_the_cheapest_point(tmp_path, systems, slow_gpu):
@@ -100,3 +103,28 @@ def test_a_torchvision_configuration_needs_a_loader_profile(tmp_path, systems):
     with pytest.raises(ConfigError, match=r"loads with torchvision \(CPU-bound\): projecting it needs "
                                           r"loader_profile=FILE, measured with `python -m submission bench"):
         projected.project_points(grid, points, {"profile": H100, "systems": "p4d"})
+
+
+@pytest.mark.parametrize("words, message", [
+    (["system=p4d"], r"system=p4d trains on ImageNet: give data_dir=FOLDER"),
+    (["profile=missing.json"], r"profile missing.json does not exist.*python -m submission bench"),
+    (["profile=" + H100, "dp_efficiency=abc"], r"dp_efficiency takes a number in \(0, 1\], not 'abc'"),
+    (["profile=" + H100, "dp_efficiency=1.5"], r"dp_efficiency must be in \(0, 1\], not 1.5"),
+    (["profile=" + H100, "systems=p4d,p5"], r"systems=p4d,p5: no descriptor p5"),
+])
+def test_a_tradeoff_whose_projection_cannot_be_made_is_refused_before_any_point_runs(tmp_path, words, message):
+    from submission.tradeoff.command import main
+    data = [] if words == ["system=p4d"] else ["system=p4d", f"data_dir={tmp_path}"]
+    with pytest.raises(ConfigError, match=message):
+        main(data + words + [f"results_dir={tmp_path / 'results'}"])
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_report_before_any_point_finished_has_no_system_section(tmp_path, systems):
+    (tmp_path / "grid.yaml").write_text(GRID)
+    grid = load_grid(str(tmp_path / "grid.yaml"))
+    measured = report.Measured(grid, "local", "here", "a CPU", "imagenet", 0.0, [], 4)
+    measured.projected, measured.projection_notes = projected.project_points(
+        grid, [], {"profile": H100, "systems": ",".join(systems)})
+    text = report.write_report(tmp_path, measured).read_text()
+    assert "No point has finished yet" in text and "## Projected on" not in text

@@ -1,0 +1,79 @@
+"""submission.tradeoff.points on hand-written MLPerf logs: which points count as finished, and
+what a point's folder must hold to be reused."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from submission.jsonfile import write_json
+from submission.results import CampaignError
+from submission.tradeoff import points as grid_points
+from submission.tradeoff import report
+from submission.tradeoff.grid import load_grid
+try:
+    from tests.mlperf_logs import mlperf_log
+except ImportError:   # tests/ on sys.path instead of the repository root
+    from mlperf_logs import mlperf_log
+
+GRID = """name: small
+budget: scale_schedule_ratio
+budgets: [0.5, 1.0]
+seeds: [3]
+baseline: plain
+settings: {epochs: 0.1}
+configurations:
+  plain: {recipe: baseline}
+"""
+
+
+def _log(reason: str, accuracies=(0.41, 0.62)) -> str:
+    """A log whose run_stop is aborted with `reason`, as train.py ends a run without a target."""
+    lines = mlperf_log(1.0, 3, status="aborted", accuracies=accuracies).splitlines()
+    record = json.loads(lines[-1].removeprefix(":::MLLOG "))
+    assert record["key"] == "run_stop"
+    record["metadata"]["reason"] = reason
+    return "\n".join(lines[:-1] + [":::MLLOG " + json.dumps(record)]) + "\n"
+
+
+@pytest.fixture
+def grid(tmp_path):
+    path = tmp_path / "grid.yaml"
+    path.write_text(GRID)
+    return load_grid(str(path))
+
+
+def test_a_point_stopped_before_the_end_of_its_budget_is_left_out_and_named(grid, tmp_path):
+    whole, diverged = grid.points()
+    folder = tmp_path / "results"
+    for point, reason in ((whole, "no target (target_accuracy=none): the whole budget trained"),
+                          (diverged, "diverged: non-finite loss at step 40")):
+        where = grid_points.point_folder(folder, point)
+        where.mkdir(parents=True)
+        (where / grid_points.LOG).write_text(_log(reason))
+
+    found, left_out = grid_points.finished_points(grid, folder, 0.0)
+    assert [(p.configuration, p.budget, p.top1) for p in found] == [("plain", 0.5, 0.62)]
+    assert len(left_out) == 1 and "point 1 (plain at 1, seed 3) stopped before the end of its budget " \
+        "(diverged: non-finite loss at step 40)" in left_out[0]
+    assert not (grid_points.point_folder(folder, diverged) / grid_points.RECORD).exists()
+
+    measured = report.Measured(grid, "cpu", "here", "a CPU", "fashion-mnist", 0.0, found, 2, left_out=left_out)
+    text = report.write_report(folder, measured).read_text()
+    assert "1 of 2 points finished" in text and "Left out: point 1 (plain at 1, seed 3)" in text
+
+
+def test_a_finished_point_of_other_settings_is_refused_not_reused(grid, tmp_path):
+    point = grid.points()[0]
+    folder = tmp_path / "results"
+    where = grid_points.point_folder(folder, point)
+    where.mkdir(parents=True)
+    (where / grid_points.LOG).write_text(_log("no target (target_accuracy=none): the whole budget trained"))
+    recorded = grid_points.point_config(grid, point, {"system": "cpu", "lr": "0.5"})
+    write_json(where / "config.json", recorded.to_dict())
+
+    config = grid_points.point_config(grid, point, {"system": "cpu"})
+    with pytest.raises(CampaignError, match=r"holds a run of this point with other settings \(lr"):
+        grid_points.run_point(grid, point, config, folder, 2)
+    grid_points.run_point(grid, point, recorded, folder, 2)        # the same settings: kept, not rerun
+    assert (where / grid_points.LOG).read_text().count("run_stop") == 1
