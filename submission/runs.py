@@ -80,12 +80,25 @@ def plan_launch(config: Config, say: str = "[campaign]") -> LaunchPlan:
 
 @contextlib.contextmanager
 def terminate_as_interrupt():
-    """SIGTERM (SLURM's signal, a `kill`) stops what runs inside as Ctrl-C does."""
-    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    """SIGTERM (SLURM's signal, a `kill`) stops what runs inside as Ctrl-C does. Only the first
+    of them raises KeyboardInterrupt: SLURM signals every process of a job, the campaign's
+    more than once (its process group, then each process), and a second signal while the
+    first is being handled would cut the clean stop short (a bare "interrupted", the job
+    not waited for)."""
+    raised = False
+
+    def first_only(signum, frame):
+        nonlocal raised
+        if not raised:
+            raised = True
+            raise KeyboardInterrupt
+
+    previous = {sig: signal.signal(sig, first_only) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def run_once(config: Config, train_args: list[str], final: Path, what: str,

@@ -36,12 +36,35 @@ def test_a_second_signal_while_the_run_stops_still_ends_with_how_to_resume(tmp_p
               "time.sleep(30)\n")
     monkeypatch.setattr(runs, "torchrun_command", lambda config, args: [sys.executable, "-c", script])
     log = tmp_path / "progress" / "run_0.log"
-    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)   # as run_campaign
     try:
-        with pytest.raises(CampaignError, match="re-run the same command to resume"):
+        with runs.terminate_as_interrupt(), pytest.raises(CampaignError, match="re-run the same command to resume"):
             runs.launch(None, [], progress=log)
     except KeyboardInterrupt:
         pytest.fail("the second signal escaped _launch as KeyboardInterrupt")
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     assert log.read_text() == "running\nrun_stop aborted\n"
+
+
+@pytest.mark.parametrize("signals", [(signal.SIGTERM, signal.SIGTERM), (signal.SIGINT, signal.SIGTERM)])
+def test_signals_back_to_back_stop_the_run_cleanly_once(tmp_path, monkeypatch, signals):
+    # SLURM's SIGTERM to the campaign's process group and then to each of its processes: the
+    # second arrives while the first is still being raised, before the launch can ignore it
+    first, second = signals
+    script = ("import os, signal, sys, time\n"
+              "def stop(*_):\n"
+              "    print('run_stop aborted', flush=True)\n"
+              "    sys.exit(130)\n"
+              "signal.signal(signal.SIGTERM, stop)\n"
+              "print('running', flush=True)\n"
+              "time.sleep(0.5)\n"
+              f"os.kill(os.getppid(), {int(first)}); os.kill(os.getppid(), {int(second)})\n"
+              "time.sleep(30)\n")
+    monkeypatch.setattr(runs, "torchrun_command", lambda config, args: [sys.executable, "-c", script])
+    log = tmp_path / "progress" / "run_0.log"
+    for _ in range(5):      # the race is narrow: give it several chances
+        try:
+            with runs.terminate_as_interrupt(), pytest.raises(CampaignError, match="re-run the same command"):
+                runs.launch(None, [], progress=log)
+        except KeyboardInterrupt:
+            pytest.fail("a second signal escaped as KeyboardInterrupt: the stop was cut short")
+        assert log.read_text() == "running\nrun_stop aborted\n"
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL          # restored on the way out

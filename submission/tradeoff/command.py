@@ -16,7 +16,7 @@ from __future__ import annotations
 import fcntl
 from pathlib import Path
 
-from .. import descriptor, published
+from .. import descriptor, published, runs
 from ..config import REPO_ROOT, Config, parse_overrides, resolve
 from ..errors import ConfigError
 from . import points as grid_points
@@ -55,8 +55,9 @@ def main(words: list[str]) -> int:
     if "--report" not in flags:
         grid_points.record_grid(grid, first, folder, given)
         try:
-            for point in chosen:
-                grid_points.run_point(grid, point, configs[point.index], folder, len(points))
+            with runs.terminate_as_interrupt():
+                for point in chosen:
+                    grid_points.run_point(grid, point, configs[point.index], folder, len(points))
         finally:                        # a point that fails or is stopped leaves the others' report
             print(f"[tradeoff] report: {write(grid, first, folder, len(points), options)}", flush=True)
         return 0
