@@ -27,9 +27,10 @@ alone; it stops torchrun with one SIGTERM and ignores further signals until the 
 stopped. When torchrun shared the campaign's process group it got the terminal's SIGINT
 and then the campaign's SIGTERM, and the second SignalException, raised inside the
 agent's handling of the first, cut its shutdown short. SLURM still signals every process
-of the job, torchrun included: the campaign's SIGTERM then arrives second, and the agent's
-`finally` sends its workers SIGTERM again and waits for them (30 s, then SIGKILL), so the
-run still stops in order. In its own session torchrun is not reached by a SIGKILL to the
+of the job, torchrun included, and the campaign's SIGTERM then arrives second: raised while
+the agent logged the first ("Received 15 death signal"), it printed logging's traceback. So
+only the first signal raises here (`first_signal_only`); the agent stops its workers once,
+and waits for them (30 s, then SIGKILL). In its own session torchrun is not reached by a SIGKILL to the
 campaign's process group either, so it has the kernel send it SIGTERM when the campaign
 dies (stop_signals.die_with_parent), and stops its workers then.
 
@@ -44,6 +45,21 @@ import sys
 from .stop_signals import INTERRUPTED_EXIT, Interrupted, die_with_parent
 
 
+def first_signal_only() -> None:
+    """torchrun's stop-signal handler, raising on the first signal only: it installs the
+    module's handler by name when it starts its workers, so the one found there is used."""
+    from torch.distributed.elastic.multiprocessing import api
+
+    original, seen = api._terminate_process_handler, []
+
+    def handler(signum, frame):
+        if not seen:
+            seen.append(signum)
+            original(signum, frame)
+
+    api._terminate_process_handler = handler
+
+
 def main(argv: list[str] | None = None) -> int:
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
@@ -51,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         die_with_parent()
+        first_signal_only()
         torchrun(sys.argv[1:] if argv is None else argv)
     except SignalException as stop:
         return 128 + stop.sigval

@@ -112,3 +112,18 @@ def test_torchrun_stops_its_worker_when_the_campaign_is_killed(tmp_path):
             os.killpg(shell.pid, signal.SIGKILL)     # whatever of it is left
         except ProcessLookupError:
             pass
+
+
+def test_torchruns_stop_handler_raises_on_the_first_signal_only(monkeypatch):
+    # SLURM's SIGTERM and then the campaign's reach torchrun: the second, raised while the agent
+    # logs the first, printed logging's traceback into the run's transcript
+    from torch.distributed.elastic.multiprocessing import api
+
+    from submission import launcher
+
+    monkeypatch.setattr(api, "_terminate_process_handler", api._terminate_process_handler)
+    launcher.first_signal_only()
+    with pytest.raises(api.SignalException, match="got signal: 15"):
+        api._terminate_process_handler(signal.SIGTERM, None)
+    assert api._terminate_process_handler(signal.SIGTERM, None) is None
+    assert api._terminate_process_handler(signal.SIGINT, None) is None
