@@ -20,6 +20,17 @@ def test_launch_keeps_the_progress_lines(tmp_path, monkeypatch, capsys):
     assert "line one\nline two\n" in capsys.readouterr().out
 
 
+def _stopped_with_how_to_resume(monkeypatch, job_script: str, log) -> None:
+    """Launch `job_script` in torchrun's place, as run_campaign does (SIGTERM an interrupt):
+    it must end in the CampaignError that says how to resume, never a KeyboardInterrupt."""
+    monkeypatch.setattr(runs, "torchrun_command", lambda config, args: [sys.executable, "-c", job_script])
+    try:
+        with runs.terminate_as_interrupt(), pytest.raises(CampaignError, match="re-run the same command to resume"):
+            runs.launch(None, [], progress=log)
+    except KeyboardInterrupt:
+        pytest.fail("a second signal escaped as KeyboardInterrupt: the stop was cut short")
+
+
 def test_a_second_signal_while_the_run_stops_still_ends_with_how_to_resume(tmp_path, monkeypatch):
     # the job signals the campaign once running, and again when it is asked to stop: as
     # SLURM does, signalling every process of a job, or a user pressing Ctrl-C twice
@@ -34,13 +45,8 @@ def test_a_second_signal_while_the_run_stops_still_ends_with_how_to_resume(tmp_p
               "time.sleep(0.5)\n"                  # the campaign has relayed the line
               "os.kill(os.getppid(), signal.SIGTERM)\n"
               "time.sleep(30)\n")
-    monkeypatch.setattr(runs, "torchrun_command", lambda config, args: [sys.executable, "-c", script])
     log = tmp_path / "progress" / "run_0.log"
-    try:
-        with runs.terminate_as_interrupt(), pytest.raises(CampaignError, match="re-run the same command to resume"):
-            runs.launch(None, [], progress=log)
-    except KeyboardInterrupt:
-        pytest.fail("the second signal escaped _launch as KeyboardInterrupt")
+    _stopped_with_how_to_resume(monkeypatch, script, log)
     assert log.read_text() == "running\nrun_stop aborted\n"
 
 
@@ -58,13 +64,8 @@ def test_signals_back_to_back_stop_the_run_cleanly_once(tmp_path, monkeypatch, s
               "time.sleep(0.5)\n"
               f"os.kill(os.getppid(), {int(first)}); os.kill(os.getppid(), {int(second)})\n"
               "time.sleep(30)\n")
-    monkeypatch.setattr(runs, "torchrun_command", lambda config, args: [sys.executable, "-c", script])
     log = tmp_path / "progress" / "run_0.log"
     for _ in range(5):      # the race is narrow: give it several chances
-        try:
-            with runs.terminate_as_interrupt(), pytest.raises(CampaignError, match="re-run the same command"):
-                runs.launch(None, [], progress=log)
-        except KeyboardInterrupt:
-            pytest.fail("a second signal escaped as KeyboardInterrupt: the stop was cut short")
+        _stopped_with_how_to_resume(monkeypatch, script, log)
         assert log.read_text() == "running\nrun_stop aborted\n"
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL          # restored on the way out
