@@ -117,6 +117,8 @@ class Settings:
                                           admits=ABOVE_0)
     whole_epochs: bool = setting(RECIPE, "truncate epochs x scale_schedule_ratio to whole epochs (Composer v0.7)")
     warmup_epochs: float = setting(RECIPE, "linear warmup, in epochs", admits=AT_LEAST_0)
+    lr_final_fraction: float = setting(RECIPE, "learning rate at the end of the cosine decay, as a fraction "
+                                               "of the peak (Composer's alpha_f)", admits=FRACTION)
     scale_warmup: bool = setting(RECIPE, "multiply warmup_epochs by scale_schedule_ratio too (Composer v0.7: no)")
     eval_every_epochs: float = setting(RECIPE, "evaluation cadence in epochs", admits=ABOVE_0)
     target_accuracy: float | None = setting(RECIPE, "top-1 fraction that ends a run successfully; none: "

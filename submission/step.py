@@ -73,8 +73,10 @@ class RunPlan:
         return self.config.batch_per_device * self.world_size
 
     def lr(self, step: int) -> float:
-        """Learning rate of the 0-based `step`: linear warm-up, then cosine to 0."""
-        return lr_at(step, self.total_steps, self.warmup_steps, self.config.peak_lr)
+        """Learning rate of the 0-based `step`: linear warm-up, then cosine to
+        lr_final_fraction of the peak."""
+        return lr_at(step, self.total_steps, self.warmup_steps, self.config.peak_lr,
+                     self.config.lr_final_fraction)
 
     @property
     def full_side(self) -> int:

@@ -27,6 +27,7 @@ def test_mild_recipe_carries_the_published_values():
     assert mild["epochs"] * mild["scale_schedule_ratio"] == pytest.approx(28.8)
     assert mild["whole_epochs"]          # Composer v0.7 truncated 28.8 to 28 epochs
     assert mild["warmup_epochs"] == 8.0 and not mild["scale_warmup"]   # Composer v0.7: unscaled
+    assert mild["lr_final_fraction"] == 0.0   # the cosine decays to 0 (alpha_f's default)
     assert mild["precision"] == "amp" and mild["amp_dtype"] == "fp16"   # fp16 + GradScaler
     assert mild["resize_granularity"] == "epoch" and mild["resize_mode"] == "nearest"
     assert (mild["train_resolution"], mild["eval_resolution"], mild["eval_resize"]) == (176, 224, 232)
