@@ -48,11 +48,11 @@ def torchrun_command(config: Config, train_args: list[str]) -> list[str]:
     return launcher + ["-m", "submission.train", *train_args]
 
 
-def clear_cache(config: Config) -> bool:
+def clear_cache(config: Config, say: str = "[campaign]") -> bool:
     """Run cache_clear_cmd (from the system descriptor or the command line only), saying so."""
     if not config.cache_clear_cmd:
         return False
-    print(f"[campaign] clearing the page cache: `{config.cache_clear_cmd}` (cache_clear_cmd, "
+    print(f"{say} clearing the page cache: `{config.cache_clear_cmd}` (cache_clear_cmd, "
           f"from {config.origin('cache_clear_cmd')})", flush=True)
     done = subprocess.run(config.cache_clear_cmd, shell=True, capture_output=True, text=True)
     if done.returncode:
@@ -102,11 +102,11 @@ def terminate_as_interrupt():
 
 
 def run_once(config: Config, train_args: list[str], final: Path, what: str,
-             progress: Path) -> None:
+             progress: Path, say: str = "[campaign]") -> None:
     """One run, as a campaign and a tradeoff launch it: the page cache cleared, torchrun
     started on submission.train with `train_args` (its --result is `final`), the output kept
     in `progress`; a CampaignError saying what to do when it does not end with `final`."""
-    cleared = clear_cache(config)
+    cleared = clear_cache(config, say)
     rc = launch(config, [*train_args, "--result", str(final), "--cache-cleared", str(int(cleared))],
                 progress=progress)
     if rc == 0 and final.is_file():
@@ -139,19 +139,22 @@ def launch(config: Config, train_args: list[str], progress: Path | None = None) 
     job = subprocess.Popen(torchrun_command(config, train_args), cwd=REPO_ROOT, text=True, bufsize=1,
                            stdout=subprocess.PIPE if copy else None,
                            stderr=subprocess.STDOUT if copy else None, start_new_session=True)
+    relay = Relay(job, copy) if copy else None
     try:
         try:
-            return relay(job, copy)
+            return finish(job, relay)
         except KeyboardInterrupt:
             # further signals (Ctrl-C again; SLURM signals every process of a job) are
             # ignored while the job stops: it has its SIGTERM, and the killer bounds the wait
             previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
             try:
+                if relay:
+                    relay.console = False          # its last lines (the run_stop it logs): transcript only
                 job.send_signal(signal.SIGTERM)
                 killer = threading.Timer(STOP_GRACE_S, job.kill)
                 killer.start()
                 try:
-                    relay(job, copy, console=False)    # its last lines: the run_stop it logs
+                    finish(job, relay)
                 finally:
                     killer.cancel()
             finally:
@@ -166,17 +169,41 @@ def launch(config: Config, train_args: list[str], progress: Path | None = None) 
             copy.close()
 
 
-def relay(job: subprocess.Popen, copy, console: bool = True) -> int:
-    """The job's output into `copy` (the run's transcript) and, with `console`, to stdout,
-    until it ends; its exit status."""
-    if copy is not None:
-        for line in job.stdout:
-            if console:
+class Relay(threading.Thread):
+    """The job's output into `copy` (the run's transcript) and, while `console`, to stdout."""
+
+    def __init__(self, job: subprocess.Popen, copy):
+        super().__init__(daemon=True, name="relay")
+        self.job, self.copy, self.console = job, copy, True
+        self.start()
+
+    def run(self) -> None:
+        for line in self.job.stdout:
+            if self.console:
                 sys.stdout.write(line)
                 sys.stdout.flush()
-            copy.write(line)
-            copy.flush()
-    return job.wait()
+            self.copy.write(line)
+            self.copy.flush()
+
+
+# The main thread waits in steps this short rather than in one blocking read or wait: a
+# signal that the kernel hands to another thread of this process (torch starts one at import)
+# runs its Python handler only when the main thread next runs Python code. Seen: a blocking
+# read of the job's output left Ctrl-C unnoticed until the job ended by itself.
+WAIT_STEP_S = 0.2
+
+
+def finish(job: subprocess.Popen, relay: Relay | None) -> int:
+    """The job's exit status once it has ended and all its output is relayed."""
+    while True:
+        try:
+            rc = job.wait(timeout=WAIT_STEP_S)
+            break
+        except subprocess.TimeoutExpired:
+            pass
+    while relay is not None and relay.is_alive():
+        relay.join(WAIT_STEP_S)
+    return rc
 
 
 class Lock:
@@ -196,7 +223,7 @@ class Lock:
             self.handle.seek(0)
             holder = self.handle.read().strip() or "?"
             self.handle.close()
-            raise CampaignError(f"another campaign is writing {self.path.parent} "
+            raise CampaignError(f"another campaign or tradeoff is writing {self.path.parent} "
                                 f"(pid {holder}); wait for it to end") from None
         self.handle.seek(0)
         self.handle.truncate()
@@ -266,11 +293,11 @@ def _same_size(before: str, after: str) -> bool:
     return abs(sizes[0] - sizes[1]) <= max(2**30, 0.03 * sizes[0])
 
 
-def set_aside(partial: Path, attempts: Path, stem: str, what: str) -> Path:
+def set_aside(partial: Path, attempts: Path, stem: str, what: str, say: str = "[campaign]") -> Path:
     """Move the interrupted log of `what` ("run 2") into `attempts` as <stem>-<time>.txt
     (kept, never deleted), said on a line."""
     attempts.mkdir(parents=True, exist_ok=True)
     kept = attempts / f"{stem}-{stamp()}.txt"
     partial.rename(kept)
-    print(f"[campaign] {what} was incomplete: its log is kept at {kept}; redoing it", flush=True)
+    print(f"{say} {what} was incomplete: its log is kept at {kept}; redoing it", flush=True)
     return kept

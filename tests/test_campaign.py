@@ -100,7 +100,7 @@ def test_second_campaign_on_the_same_results_is_locked_out(tmp_path, cache_dir):
         handle.write("4242")
         handle.flush()
         blocked = run_submission("run", *quick_settings(results, cache_dir, runs=1, seeds="1"))
-    assert blocked.returncode == 1 and "another campaign is writing" in blocked.stderr
+    assert blocked.returncode == 1 and "another campaign or tradeoff is writing" in blocked.stderr
 
 
 def record(config):
