@@ -177,8 +177,9 @@ def precision_problems(config: Config) -> list[str]:
         return []
     bf16 = inventory.cpu_bf16()
     if config.amp_dtype == "fp16":
-        instead = (f"or amp_dtype=bf16 (this CPU has {' and '.join(bf16)}: a step ran about 2x fp32's "
-                   "rate at 88 px, the same at 32 px)" if bf16 else
+        instead = (f"or amp_dtype=bf16 (this CPU has {' and '.join(bf16)}; on the build machine of "
+                   "docs/cpu-precision.md a bf16 step ran 2x fp32's rate at 88 px, the same at 32 px)"
+                   if bf16 else
                    "(this CPU has no bf16 instructions, so amp_dtype=bf16 would be emulated too)")
         return [f"precision=amp amp_dtype=fp16 ({config.origin('amp_dtype')}) on the CPU: fp16 autocast "
                 "has no fast kernels on CPUs (a ResNet-50 step ran 84x slower than in fp32, "

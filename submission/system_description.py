@@ -92,8 +92,8 @@ def run_description(config) -> dict:
         for key in ("accelerator_model_name", "accelerator_memory_capacity", "accelerator_frequency",
                     "accelerator_host_interconnect", "accelerator_interconnect"):
             description[key] = ""
-    if not description.get("sw_notes"):
-        description["sw_notes"] = run_notes(config)
+    own_notes = description.get("sw_notes")
+    description["sw_notes"] = f"{own_notes}; {run_notes(config)}" if own_notes else run_notes(config)
     return description
 
 

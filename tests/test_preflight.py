@@ -4,6 +4,8 @@ the precision of a CPU run, the loader threads fitted to the usable CPUs, and wh
 says before it starts."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from conftest import A100_40, A100_80, A100_PCIE, H100, T4, run_submission
@@ -70,6 +72,9 @@ def test_a_changed_published_loader_is_said_once_and_recorded(capsys):
     assert run_description(config)["sw_notes"].endswith("; train_loader torchvision (the recipe's: ffcv)")
     assert "train_loader" not in run_description(resolve("cpu", {}))["sw_notes"]
     assert "precision fp32" in run_description(config)["sw_notes"]
+    noted = dataclasses.replace(config, description={**config.description, "sw_notes": "CUDA 11.3"})
+    assert run_description(noted)["sw_notes"].startswith("CUDA 11.3; mild recipe (")
+    assert run_description(noted)["sw_notes"].endswith("; train_loader torchvision (the recipe's: ffcv)")
 
 
 def test_the_launch_line_names_the_loader_threads_that_will_run(tmp_path, capsys, monkeypatch):

@@ -31,6 +31,7 @@ JPEG-compressed); `write_mode=jpg` makes every one a JPEG to decode, as in an Im
 """
 from __future__ import annotations
 
+import functools
 import io
 import os
 import signal
@@ -100,7 +101,7 @@ def image_transform(resolution: int, crop_scale_min: float,
     ])
 
 
-def leave_stop_signals_to_the_trainer(worker_id: int) -> None:
+def leave_stop_signals_to_the_trainer(worker_id: int, trainer: int) -> None:
     """The workers' worker_init_fn: they ignore SIGINT, and SIGTERM unless the trainer sends it.
 
     Ctrl-C, torchrun's stop (SIGTERM or SIGINT to each trainer's process group) and SLURM's
@@ -114,11 +115,13 @@ def leave_stop_signals_to_the_trainer(worker_id: int) -> None:
     handler cannot see). A trainer that dies ends its workers through the DataLoader's
     watchdog (each worker checks its parent every 5 s). Without sigwaitinfo (macOS) SIGTERM
     keeps torch's handler: the trainer then tells a worker's death after its own stop
-    signal from a crash (stop_signals.StopRequests.explains)."""
+    signal from a crash (stop_signals.StopRequests.explains). `trainer` is the trainer's pid,
+    bound when the loader is built: under the forkserver and spawn start methods a worker's
+    parent is not the trainer."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if hasattr(signal, "sigwaitinfo"):
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-        threading.Thread(target=_end_on_sigterm_from, args=(os.getppid(),), daemon=True,
+        threading.Thread(target=_end_on_sigterm_from, args=(trainer,), daemon=True,
                          name="sigterm-from-trainer").start()
 
 
@@ -152,7 +155,8 @@ class TrainLoader:
                                  num_workers=workers, drop_last=True,
                                  pin_memory=device.type == "cuda",
                                  persistent_workers=workers > 0, generator=generator,
-                                 worker_init_fn=leave_stop_signals_to_the_trainer)
+                                 worker_init_fn=functools.partial(leave_stop_signals_to_the_trainer,
+                                                                  trainer=os.getpid()))
 
     def __len__(self) -> int:
         return len(self.loader)

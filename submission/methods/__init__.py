@@ -14,5 +14,5 @@ sam                 sharpness-aware minimisation around a base optimizer (every 
 stochastic_depth    per-sample / per-block stochastic depth for ResNet Bottlenecks
 colout              batch-wise removal of random rows and columns
 randaugment         per-image PIL augmentation (Hot), in the torchvision loader's workers
-                    (train.py hands it to data/torchvision_loader.py)
+                    (data/run_loaders.py hands it to data/torchvision_loader.py)
 """

@@ -9,14 +9,18 @@ BENCH_HINT = ("measure one on the target machine: `python -m submission bench sy
 
 
 def bench_command(config: Config) -> str:
-    """The bench of `config`'s recipe, whose profile holds the loader that recipe trains with."""
+    """The bench of `config`'s recipe and loader over an ImageNet-format folder DIR, whose
+    profile holds the loader that configuration trains with."""
     ratio = (f" scale_schedule_ratio={config.scale_schedule_ratio:g}"
              if config.recipe != "mild" else "")
-    return (f"python -m submission bench recipe={config.recipe}{ratio} "
+    loader = (f" train_loader={config.train_loader}"
+              if config.train_loader != config.recipe_value("train_loader") else "")
+    return (f"python -m submission bench recipe={config.recipe}{ratio}{loader} data_dir=DIR "
             f"json=loader-{config.recipe}.json")
 
 
 def loader_remedy(config: Config) -> str:
     """What to do when the loader figures are not those of the loader `config` trains with."""
-    return (f"measure the {config.train_loader} loader with `{bench_command(config)}` "
+    return (f"measure the {config.train_loader} loader with `{bench_command(config)}` (DIR: "
+            "ImageNet-format images; on a host without a GPU add device=cpu precision=fp32) "
             f"and pass loader_profile=loader-{config.recipe}.json")

@@ -84,7 +84,7 @@ def test_a_loader_of_the_wrong_kind_is_refused_naming_both_files_and_the_bench(t
     assert "the hot recipe loads its training images with the torchvision loader" in err
     assert f"the loader figures of {cpu} were measured with the ffcv loader" in err
     assert f"profile {gpu} with loader_profile {cpu}" in err
-    assert ("`python -m submission bench recipe=hot scale_schedule_ratio=3 json=loader-hot.json`"
+    assert ("`python -m submission bench recipe=hot scale_schedule_ratio=3 data_dir=DIR json=loader-hot.json`"
             in err)
     # without loader_profile, the GPU profile's own FFCV loader is refused the same way
     assert cli_main(["project", "system=p4d", "recipe=hot", "scale_schedule_ratio=3",
@@ -95,7 +95,7 @@ def test_a_loader_of_the_wrong_kind_is_refused_naming_both_files_and_the_bench(t
     assert cli_main(["project", "system=p4d", f"profile={gpu}", f"loader_profile={cpu}"]) == 2
     err = capsys.readouterr().err
     assert "the mild recipe loads its training images with the ffcv loader" in err
-    assert "`python -m submission bench recipe=mild json=loader-mild.json`" in err
+    assert "`python -m submission bench recipe=mild data_dir=DIR json=loader-mild.json`" in err
     # the right kind projects, and says where the loader figures come from
     cpu.write_text(json.dumps(_torchvision_loader()))
     assert cli_main(["project", "system=p4d", "recipe=hot", "scale_schedule_ratio=3",
@@ -106,7 +106,7 @@ def test_a_loader_of_the_wrong_kind_is_refused_naming_both_files_and_the_bench(t
 
 # --- the errors of profile= and loader_profile=: the option, the file, the command ---------
 HOT = ["project", "system=p4d", "recipe=hot", "scale_schedule_ratio=3"]
-HOT_LOADER_BENCH = "`python -m submission bench recipe=hot scale_schedule_ratio=3 json=loader-hot.json`"
+HOT_LOADER_BENCH = "`python -m submission bench recipe=hot scale_schedule_ratio=3 data_dir=DIR json=loader-hot.json`"
 P4D_BENCH = "`python -m submission bench system=p4d json=profile-p4d.json`"
 
 
