@@ -12,6 +12,14 @@ APT_PACKAGES=(pkg-config libopencv-dev libturbojpeg0-dev dataset-fashion-mnist)
 
 say() { printf '[setup] %s\n' "$*" >&2; }
 
+# SLURM array tasks (a tradeoff grid) may start together on a shared file system: one sets up,
+# the others wait for it and then find everything done.
+exec 9>>"$ROOT/.bootstrap.lock"
+if command -v flock >/dev/null && ! flock -n 9; then
+    say "another set-up of $ROOT is running: waiting for it"
+    flock 9
+fi
+
 missing=()
 for package in "${APT_PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' \

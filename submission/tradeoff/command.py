@@ -41,6 +41,10 @@ def main(words: list[str]) -> int:
     points = grid.points()
     configs = {p.index: grid_points.point_config(grid, p, given) for p in points}
     first = configs[points[0].index]
+    if first.num_nodes > 1:
+        raise ConfigError(f"{first.num_nodes} nodes: a tradeoff point runs on one node (its followers are a "
+                          "campaign's); on a cluster the grid is a job array of one-node tasks "
+                          "(`--list` prints the sbatch command)")
     if options.get("profile") and first.dataset != "imagenet":
         raise ConfigError(f"profile={options['profile']}: projections to the systems are of ImageNet "
                           f"points; grid {grid.name} runs on {first.dataset} (data_dir= an ImageNet folder)")
@@ -58,10 +62,13 @@ def main(words: list[str]) -> int:
             with runs.terminate_as_interrupt():
                 for point in chosen:
                     grid_points.run_point(grid, point, configs[point.index], folder, len(points))
-        finally:                        # a point that fails or is stopped leaves the others' report
-            print(f"[tradeoff] report: {write(grid, first, folder, len(points), options)}", flush=True)
-        return 0
-    print(f"[tradeoff] report: {write(grid, first, folder, len(points), options)}")
+        except BaseException:           # a point that fails or is stopped leaves the others' report
+            try:
+                print(f"[tradeoff] report: {write(grid, configs, folder, options)}", flush=True)
+            except Exception as exc:    # said, so that the point's own error stays the one raised
+                print(f"[tradeoff] the report of the finished points could not be written: {exc}", flush=True)
+            raise
+    print(f"[tradeoff] report: {write(grid, configs, folder, options)}", flush=True)
     return 0
 
 
@@ -94,15 +101,17 @@ def listing(grid: Grid, points, folder: Path, words: list[str]) -> str:
     return "\n".join(lines)
 
 
-def write(grid: Grid, config: Config, folder: Path, expected: int, options: dict) -> Path:
-    """The report of the points finished so far; one writer at a time (array tasks finish together)."""
+def write(grid: Grid, configs: dict[int, Config], folder: Path, options: dict) -> Path:
+    """The report of the points finished so far (each point's configuration in `configs`); one
+    writer at a time (array tasks finish together)."""
+    config = configs[0]
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / ".report.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        finished, left_out = grid_points.finished_points(grid, folder, config.price_usd_per_hour)
+        finished, left_out = grid_points.finished_points(grid, folder, config.price_usd_per_hour, configs)
         measured = report.Measured(
             grid, config.system_id, config.system_name, _machine(config), config.dataset,
-            config.price_usd_per_hour, finished, expected, left_out=left_out)
+            config.price_usd_per_hour, finished, len(configs), left_out=left_out)
         if options.get("profile"):
             from .projected import project_points
             measured.projected, measured.projection_notes = project_points(grid, finished, options)
@@ -129,16 +138,20 @@ def draw_published(given: dict[str, str]) -> int:
     lines = ["# Published tradeoff points of the write-ups, per system", "",
              "Top-1 against training minutes (evaluation and checkpointing excluded) as published; "
              "dollars at each system descriptor's price. Nothing here was measured by this harness.", ""]
-    for system in systems:
-        price = descriptor.load_descriptor(system).get("harness", {}).get("price_usd_per_hour", 0.0)
-        path = plot_tradeoff([], folder / f"published-{system}.png", published=published.points_for(system),
-                             title=f"published points on {system}")
-        lines += [f"## {system}", "", f"![{system}]({path.name})", ""]
+    for system in systems + [""]:           # "": an 8x A100 the write-up does not name
+        name = system or "unnamed-8xa100"
+        price = descriptor.load_descriptor(system).get("harness", {}).get("price_usd_per_hour", 0.0) \
+            if system else 0.0
+        path = plot_tradeoff([], folder / f"published-{name}.png", published=published.points_for(system),
+                             title=f"published points on {system or 'an 8x A100 not named further'}")
+        lines += [f"## {system or 'An 8x A100 not named further (no descriptor)'}", "",
+                  f"![{name}]({path.name})", ""]
         lines += report.published_table([system])[2:]
         if price:
             lines += [f"At ${price:g}/hour (systems/{system}.json): "
                       + "; ".join(f"{p.configuration} {p.top1 * 100:.1f}% ${p.minutes / 60 * price:,.2f}"
                                   for p in published.points_for(system)), ""]
+    lines += report.ablations_table()
     (folder / report.REPORT).write_text("\n".join(lines) + "\n")
     print(f"[tradeoff] published points: {folder / report.REPORT}")
     return 0

@@ -1,7 +1,8 @@
 """A tradeoff grid: configurations x budgets x seeds, from a YAML file.
 
     name: embedded                  # results in <results_dir>/tradeoff/<name>/<system_name>/
-    budget: scale_schedule_ratio    # the setting a budget sets: scale_schedule_ratio or epochs
+    budget: scale_schedule_ratio    # what a budget is: scale_schedule_ratio, or epochs (B epochs:
+                                    # the recipe's schedule dilated to B, ratio B / its 90 epochs)
     budgets: [0.25, 0.5, 1.0]       # of every configuration that names none of its own
     seeds: [1, 2]
     baseline: baseline              # the configuration each speed-up is measured against
@@ -27,10 +28,14 @@ from typing import Any
 import yaml
 
 from .. import settings as declared
+from ..config import load_recipe
 from ..errors import ConfigError
 
 GRIDS_DIR = Path(__file__).resolve().parent.parent / "grids"
-BUDGET_KEYS = ("scale_schedule_ratio", "epochs")
+# what a budget is, and the settings it sets (which the grid's settings may then not set)
+BUDGET_SETS = {"scale_schedule_ratio": ("scale_schedule_ratio",),
+               "epochs": ("epochs", "scale_schedule_ratio")}
+BUDGET_KEYS = tuple(BUDGET_SETS)
 GRID_KEYS = ("name", "budget", "budgets", "seeds", "baseline", "targets", "settings", "configurations")
 # what every point sets itself: the grid's settings and configurations must leave them alone
 POINT_KEYS = ("target_accuracy", "runs", "seeds")
@@ -85,9 +90,19 @@ class Grid:
                           for budget in configuration.budgets for seed in self.seeds),
                          key=lambda point: point[:3])
         return [GridPoint(index, configuration.name, budget, seed,
-                          {**self.settings, **configuration.settings, self.budget_key: budget,
+                          {**self.settings, **configuration.settings,
+                           **self.budget_settings(configuration, budget),
                            "target_accuracy": "none", "runs": 1, "seeds": str(seed)})
                 for index, (seed, budget, _, configuration) in enumerate(ordered)]
+
+    def budget_settings(self, configuration: Configuration, budget: float) -> dict[str, Any]:
+        """What `budget` sets: the ratio itself; or B epochs as the recipe's schedule dilated to
+        B (its epochs, ratio B / them), so that the recipe's published ratio range still holds
+        (Mild at 40 epochs: ratio 0.444 of 90)."""
+        if self.budget_key == "scale_schedule_ratio":
+            return {"scale_schedule_ratio": budget}
+        epochs = load_recipe(configuration.settings["recipe"])["epochs"]
+        return {"epochs": epochs, "scale_schedule_ratio": budget / epochs}
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "source": self.source, "budget": self.budget_key,
@@ -203,10 +218,11 @@ def _settings_problems(where: str, settings: Any, budget_key: str) -> list[str]:
     for key in settings:
         if key not in declared.DECLARED and key not in COMMAND_LINE_KEYS:
             problems.append(f"{where}: unknown setting {key!r} (`python -m submission settings` lists them)")
-        elif key in POINT_KEYS or key == budget_key or key in COMMAND_LINE_KEYS or key == "recipe":
+        elif (key in POINT_KEYS or key in BUDGET_SETS.get(budget_key, ()) or key in COMMAND_LINE_KEYS
+              or key == "recipe"):
             problems.append(f"{where}: {key} is set " + (
                 "by each point (every point trains its whole budget with its own seed)" if key in POINT_KEYS
-                else "by the budgets" if key == budget_key
+                else "by the budgets" if key in BUDGET_SETS.get(budget_key, ())
                 else "by each configuration" if key == "recipe"
                 else "on the command line, for the whole grid"))
     return problems

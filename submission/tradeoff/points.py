@@ -72,7 +72,8 @@ def run_point(grid: Grid, point: GridPoint, config: Config, folder: Path, count:
         _check_recorded(where, config)
         partial = where / (LOG + ".partial")
         if partial.exists():
-            runs.set_aside(partial, where.parent.parent / "attempts", point.slug, f"point {point.index}")
+            runs.set_aside(partial, where.parent.parent / "attempts", point.slug, f"point {point.index}",
+                           "[tradeoff]")
         from ..data.prepare import prepare
         data = prepare(config, world_size=config.world_size)
         config_file, data_file = where / "config.json", where / "data.json"
@@ -83,7 +84,7 @@ def run_point(grid: Grid, point: GridPoint, config: Config, folder: Path, count:
         runs.run_once(config, ["--config", str(config_file), "--data", str(data_file),
                                "--seed", str(point.seed), "--label", label,
                                "--progress", str(where / "progress.jsonl")],
-                      where / LOG, f"point {point.index} ({point.label})", where / "run.log")
+                      where / LOG, f"point {point.index} ({point.label})", where / "run.log", "[tradeoff]")
         try:
             write_json(where / RECORD, point_record(point, where / LOG, config.price_usd_per_hour).to_dict())
         except StoppedEarly as exc:
@@ -98,13 +99,16 @@ def _say_finished(point: GridPoint, where: Path, config: Config, count: int) -> 
 
 def _check_recorded(where: Path, config: Config) -> None:
     """A point's folder holds the run of these settings, or none."""
-    recorded = where / "config.json"
-    if not recorded.is_file():
-        return
-    changes = runs.training_changes(read_json(recorded)["settings"], config)
+    changes = _recorded_changes(where, config)
     if changes:
         raise CampaignError(f"{where} holds a run of this point with other settings ({', '.join(changes)}); move the "
                             "folder aside to run the point with these, or use another results_dir")
+
+
+def _recorded_changes(where: Path, config: Config) -> list[str]:
+    """How the settings the point in `where` ran with differ from `config`'s ([]: none, or no run)."""
+    recorded = where / "config.json"
+    return runs.training_changes(read_json(recorded)["settings"], config) if recorded.is_file() else []
 
 
 class StoppedEarly(CampaignError):
@@ -143,15 +147,23 @@ def point_record(point: GridPoint, log: Path, price_usd_per_hour: float) -> Poin
                  tuple(evaluations))
 
 
-def finished_points(grid: Grid, folder: Path, price_usd_per_hour: float) -> tuple[list[Point], list[str]]:
+def finished_points(grid: Grid, folder: Path, price_usd_per_hour: float,
+                    configs: dict[int, Config]) -> tuple[list[Point], list[str]]:
     """The figures of every finished point of the grid in `folder` (point.json, or read from
     its log where a run was stopped before writing it), costed at `price_usd_per_hour`: the
-    report's price, whatever price the runs were launched with; and why each point that
-    stopped before the end of its budget is left out."""
+    report's price, whatever price the runs were launched with; and why each point left out
+    is: stopped before the end of its budget, or run with other settings than `configs`
+    (each point's configuration now: a grid file edited since)."""
     found, left_out = [], []
     for point in grid.points():
         where = point_folder(folder, point)
         if not (where / LOG).is_file():
+            continue
+        changes = _recorded_changes(where, configs[point.index])
+        if changes:
+            left_out.append(f"point {point.index} ({point.label}) ran with other settings than the grid's "
+                            f"({', '.join(changes)}): left out of the curves; move {where} aside and run "
+                            "the grid again to redo it")
             continue
         record = where / RECORD
         if not record.is_file():

@@ -15,7 +15,7 @@ from ..config import Config, resolve
 from ..descriptor import available_systems, load_descriptor
 from ..errors import ConfigError
 from ..profile import BenchProfile, read
-from ..projection import BENCH_HINT, bench_command, project
+from ..projection import BENCH_HINT, loader_remedy, project
 from .analysis import CurvePoint, Point, curve_points
 from .grid import Grid
 
@@ -28,7 +28,7 @@ def systems_with_accelerators() -> list[str]:
 def recipe_settings(grid: Grid, configuration: str, budget: float) -> dict:
     """What a configuration at a budget changes of its recipe (harness settings left to the system)."""
     spec = next(c for c in grid.configurations if c.name == configuration)
-    chosen = {**grid.settings, **spec.settings, grid.budget_key: budget}
+    chosen = {**grid.settings, **spec.settings, **grid.budget_settings(spec, budget)}
     return {key: value for key, value in chosen.items()
             if key == "recipe" or declared.kind(key) == declared.RECIPE}
 
@@ -98,7 +98,7 @@ def _projected(config: Config, curve: CurvePoint, profile: BenchProfile, loader:
                dp: float | None) -> CurvePoint:
     if config.train_loader == "torchvision" and loader is None:
         raise ConfigError(f"{curve.configuration} loads with torchvision (CPU-bound): projecting it needs "
-                          f"loader_profile=FILE, measured with `{bench_command(config)}` on a CPU host")
+                          f"loader figures: {loader_remedy(config)}")
     projection = project(config, profile, loader, dp, infer_sides=True)
     minutes = projection.run_minutes - projection.evaluation_minutes    # as a measured point counts them
     cost = minutes / 60 * config.price_usd_per_hour if config.price_usd_per_hour else None

@@ -58,7 +58,7 @@ def write_report(folder: Path, measured: Measured) -> Path:
     for system, projected in measured.projected.items():
         if projected:
             lines += _system_section(folder, measured, system, projected)
-    if measured.projected:
+    if measured.projected and measured.points:
         lines += _order_section(measured)
     lines += _published_section(measured)
     (folder / REPORT).write_text("\n".join(lines) + "\n")
@@ -131,22 +131,33 @@ def _system_section(folder: Path, measured: Measured, system: str, projected: li
     return lines + [""]
 
 
+def systems_axis(measured: Measured) -> str:
+    """The one axis the systems are compared on: dollars where every system has a price, else
+    minutes."""
+    return _axis([p for projected in measured.projected.values() for p in projected])
+
+
 def cheapest_by_system(measured: Measured) -> dict[float, dict[str, str]]:
     """target -> system -> "configuration @budget" of its cheapest point ("none" where none
-    reaches the target), on each system's own axis (dollars where priced)."""
+    reaches the target), every system on one axis (systems_axis)."""
     table: dict[float, dict[str, str]] = {}
+    by = systems_axis(measured)
     for target in measured.grid.targets:
         for system, projected in measured.projected.items():
-            point = analysis.cheapest(projected, target, _axis(projected))
+            point = analysis.cheapest(projected, target, by)
             table.setdefault(target, {})[system] = (f"{point.configuration} @{point.budget:g}"
                                                     if point else "none")
     return table
 
 
 def _order_section(measured: Measured) -> list[str]:
+    if not measured.grid.targets:
+        return ["## Where the system changes the order", "", "The grid names no targets: give it "
+                "`targets: [...]` to compare the cheapest point to each between the systems.", ""]
     table = cheapest_by_system(measured)
     systems = list(measured.projected)
-    lines = ["## Where the system changes the order", "",
+    by = "dollars" if systems_axis(measured) == "cost" else "minutes (not every system has a price)"
+    lines = ["## Where the system changes the order", "", f"The cheapest point to each target, by {by}:", "",
              "| target top-1 | " + " | ".join(systems) + " |", "|---|" + "---|" * len(systems)]
     differs = []
     for target, by_system in table.items():
@@ -164,7 +175,22 @@ def _published_section(measured: Measured) -> list[str]:
         return ["## Published points", "", "None drawn: this grid ran on "
                 f"{measured.dataset}, whose top-1 is not comparable with ImageNet's "
                 "(`python -m submission tradeoff published` draws the write-ups' ImageNet points per system)."]
-    return published_table(sorted({measured.system, *measured.projected}))
+    return published_table(sorted({measured.system, *measured.projected})) + ablations_table()
+
+
+def ablations_table() -> list[str]:
+    """The write-ups' ablations: pairs of variants at matched budgets, on their hardware."""
+    lines = ["## Published ablations (not measured here)", "",
+             "Each study compares variants at the same budget; a grid with one configuration per "
+             "variant (`{recipe: ..., key: value}`) measures the same comparison here.", "",
+             "| study | epochs | variant | top-1 | minutes | img/s | hardware | runs |",
+             "|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {a.study} | {'-' if a.epochs is None else f'{a.epochs:g}'} | {a.variant} | "
+              f"{'-' if a.top1 is None else f'{a.top1 * 100:.2f}%'} | "
+              f"{'-' if a.minutes is None else f'{a.minutes:g}'} | "
+              f"{'-' if a.img_per_s is None else f'{a.img_per_s:,.0f}'} | {a.hardware} | at least {a.runs} |"
+              for a in published.ABLATIONS]
+    return lines + ["", f"Source: {published.MOSAIC_ABLATIONS}.", ""]
 
 
 def published_table(systems: list[str]) -> list[str]:

@@ -87,3 +87,31 @@ def test_the_shipped_grids_resolve_every_point(name, tmp_path):
     configs = [grid_points.point_config(grid, p, given) for p in grid.points()]
     assert {c.recipe for c in configs} == {"baseline", "mild", "medium", "hot"}
     assert all(c.target_accuracy is None for c in configs)
+
+
+EPOCHS_GRID = """name: by-epochs
+budget: epochs
+budgets: [40]
+seeds: [1]
+baseline: mild
+configurations:
+  mild: {recipe: mild}
+  medium: {recipe: medium, budgets: [90]}
+"""
+
+
+def test_an_epochs_budget_trains_that_many_epochs_inside_the_recipes_range(tmp_path):
+    """B epochs is the recipe's 90-epoch schedule dilated to B (ratio B / 90), so the recipe's
+    own scale_schedule_ratio (Mild's 0.32) does not shrink it, and its published range holds."""
+    grid = _grid(tmp_path, EPOCHS_GRID)
+    given = {"system": "p4d", "data_dir": str(tmp_path)}
+    mild, medium = (grid_points.point_config(grid, p, given) for p in grid.points())
+    assert (mild.recipe, mild.train_epochs, mild.warmup_train_epochs) == ("mild", 40.0, 8.0)
+    assert mild.scale_schedule_ratio == pytest.approx(40 / 90)
+    assert (medium.recipe, medium.train_epochs, medium.scale_schedule_ratio) == ("medium", 90.0, 1.0)
+    too_long = _grid(tmp_path, EPOCHS_GRID.replace("budgets: [40]", "budgets: [72]"))
+    with pytest.raises(ConfigError, match=r"scale_schedule_ratio=0.8 is outside the mild recipe's published range"):
+        grid_points.point_config(too_long, too_long.points()[0], given)
+    for key in ("epochs", "scale_schedule_ratio"):
+        with pytest.raises(ConfigError, match=f"settings: {key} is set by the budgets"):
+            _grid(tmp_path, EPOCHS_GRID + f"settings: {{{key}: 1}}\n")

@@ -52,8 +52,13 @@ def test_a_point_stopped_before_the_end_of_its_budget_is_left_out_and_named(grid
         where.mkdir(parents=True)
         (where / grid_points.LOG).write_text(_log(reason))
 
-    found, left_out = grid_points.finished_points(grid, folder, 0.0)
+    configs = {p.index: grid_points.point_config(grid, p, {"system": "cpu"}) for p in grid.points()}
+    found, left_out = grid_points.finished_points(grid, folder, 0.0, configs)
     assert [(p.configuration, p.budget, p.top1) for p in found] == [("plain", 0.5, 0.62)]
+    # a run of 60,000 ms with two evaluations of 9,999 ms each, starting at 10,000 and 30,000 ms
+    # (tests/mlperf_logs.py): minutes with the evaluations left out, at each evaluation and in all
+    assert [e.minutes for e in found[0].evaluations] == pytest.approx([10_000 / 60_000, 20_001 / 60_000])
+    assert found[0].minutes == pytest.approx(40_002 / 60_000)
     assert len(left_out) == 1 and "point 1 (plain at 1, seed 3) stopped before the end of its budget " \
         "(diverged: non-finite loss at step 40)" in left_out[0]
     assert not (grid_points.point_folder(folder, diverged) / grid_points.RECORD).exists()
@@ -77,3 +82,9 @@ def test_a_finished_point_of_other_settings_is_refused_not_reused(grid, tmp_path
         grid_points.run_point(grid, point, config, folder, 2)
     grid_points.run_point(grid, point, recorded, folder, 2)        # the same settings: kept, not rerun
     assert (where / grid_points.LOG).read_text().count("run_stop") == 1
+    # and the report leaves it out of the curves, saying why, rather than mixing it in
+    found, left_out = grid_points.finished_points(grid, folder, 0.0, {0: config, 1: config})
+    assert found == [] and len(left_out) == 1
+    assert "point 0 (plain at 0.5, seed 3) ran with other settings than the grid's (lr: " in left_out[0]
+    found, left_out = grid_points.finished_points(grid, folder, 0.0, {0: recorded, 1: recorded})
+    assert [p.top1 for p in found] == [0.62] and left_out == []

@@ -112,6 +112,10 @@ def test_the_published_points_are_drawn_per_system_without_a_run(tmp_path):
         assert (folder / f"published-{system}.png").stat().st_size > 0
         assert f"## {system}" in report
     assert "Medium 79.4% $32.99" in report          # 60.4 min at p4d's $32.7726/hour
+    # the two points on an 8x A100 the write-up does not name, and the ablations as a table
+    assert (folder / "published-unnamed-8xa100.png").stat().st_size > 0
+    assert "| Hot | 8x A100 (not specified further) | 80.0% | 284 |" in report
+    assert "| Hot, SAM every 5 vs every 10 steps | 450 | SAM every 10 steps | 80.69% | 532 | - |" in report
     assert "Nothing here was measured by this harness" in report
 
 
@@ -121,3 +125,10 @@ def test_the_list_names_every_point_and_the_array_command(tmp_path, cache_dir):
     assert "| 1 | mild | 1 (scale_schedule_ratio) | 5 | no |" in done.stdout
     assert "sbatch --array=0-1 scripts/slurm/run.sbatch tradeoff grid=" in done.stdout
     assert len(load_grid(str(tmp_path / "grid.yaml")).points()) == 2
+
+
+def test_a_point_runs_on_one_node():
+    """A point has no followers: on several nodes torchrun would wait at its rendezvous forever."""
+    from submission.tradeoff import command
+    with pytest.raises(ConfigError, match=r"2 nodes: a tradeoff point runs on one node .* job array"):
+        command.main(["nodes=2"])
