@@ -222,5 +222,7 @@ def _numbers(measured: Measured, curves: list[CurvePoint]) -> dict:
         "times_to_accuracy": [t.to_dict() for t in analysis.times_to_accuracy(measured.points, measured.grid.targets)]
         if measured.points and measured.grid.targets else [],
         "projected": {system: [p.to_dict() for p in points] for system, points in measured.projected.items()},
+        "projected_frontier": {system: [p.to_dict() for p in analysis.frontier(points, _axis(points))]
+                               for system, points in measured.projected.items()},
         "cheapest_by_system": {str(t): v for t, v in cheapest_by_system(measured).items()},
     }

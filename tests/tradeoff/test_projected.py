@@ -12,7 +12,7 @@ from submission.config import ConfigError, resolve
 from submission.profile import read
 from submission.projection import project
 from submission.tradeoff import projected, report
-from submission.tradeoff.analysis import Point
+from submission.tradeoff.analysis import Evaluation, Point
 from submission.tradeoff.grid import load_grid
 
 H100 = str(REPO / "docs" / "gpu-h100-2026-11-22" / "profile-h100.json")
@@ -60,7 +60,7 @@ def _measured(tmp_path, systems, profile=H100):
     path = tmp_path / "grid.yaml"
     path.write_text(GRID)
     grid = load_grid(str(path))
-    points = [Point(configuration, budget, seed, top1, 30.0, None)
+    points = [Point(configuration, budget, seed, top1, 30.0, None, (Evaluation(30.0, top1),))
               for (configuration, budget), pair in TOP1.items() for seed, top1 in zip((1, 2), pair)]
     options = {"profile": profile, "loader_profile": LOADER, "systems": ",".join(systems)}
     curves, notes = projected.project_points(grid, points, options)
@@ -93,6 +93,14 @@ def test_a_host_with_fewer_cpus_per_gpu_changes_the_cheapest_point(tmp_path, sys
     assert cheapest == {"p4d": "mild, torchvision loader @0.35", "p4d-few-cpus": "mild @0.45"}
     text = "\n".join(report._order_section(measured))
     assert "The cheapest point differs between systems for 77.00%." in text
+    assert "The cheapest point to each target, by dollars:" in text      # both systems priced
+    report.write_report(tmp_path, measured)
+    frontiers = json.loads((tmp_path / "tradeoff.json").read_text())["projected_frontier"]
+    assert set(frontiers) == set(systems)
+    for system, name in cheapest.items():          # each system's cheapest point is on its own frontier
+        configuration, budget = name.split(" @")
+        assert any(p["configuration"] == configuration and p["budget"] == float(budget)
+                   for p in frontiers[system]), (system, frontiers[system])
 
 
 def test_a_torchvision_configuration_needs_a_loader_profile(tmp_path, systems):
