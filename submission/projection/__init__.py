@@ -37,10 +37,10 @@ system's threads is then where such a recipe is limited.
 from ..profile import ProfileError
 from .command import main
 from .estimate import project
-from .hints import BENCH_HINT, bench_command, loader_remedy
+from .hints import BENCH_HINT, loader_remedy
 from .rates import DEFAULT_DP_EFFICIENCY, SIDE_MARGIN, host_vcpus
 from .result import Part, Projection
 from .text import format_projection
 
 __all__ = ["BENCH_HINT", "DEFAULT_DP_EFFICIENCY", "SIDE_MARGIN", "Part", "ProfileError", "Projection",
-           "bench_command", "format_projection", "host_vcpus", "loader_remedy", "main", "project"]
+           "format_projection", "host_vcpus", "loader_remedy", "main", "project"]
