@@ -11,6 +11,7 @@
   project system=NAME profile=FILE [key=value ...] projected minutes and dollars of a run
   report RESULTS_DIR                               report.md with plots and tables
   bench [system=NAME] [key=value ...] [steps=N] [rounds=R] [json=FILE] [compare=composer|methods] [sweep=loader]   throughput figures (a profile for project)
+  qualify [minutes=M] [data_dir=DIR] [out=DIR] [key=value ...]   profile this machine for every recipe: benches, a short campaign, energy
   tradeoff [grid=NAME|FILE] [point=K] [key=value ...] [--list|--report] | tradeoff published   top-1 against time and money across budgets
 """
 from __future__ import annotations
@@ -154,6 +155,11 @@ def cmd_bench(words: list[str]) -> int:
     return main(words)
 
 
+def cmd_qualify(words: list[str]) -> int:
+    from .qualify import main
+    return main(words)
+
+
 def cmd_tradeoff(words: list[str]) -> int:
     from .tradeoff.command import main
     return main(words)
@@ -172,11 +178,13 @@ VERBS: dict[str, Callable[[list[str]], int]] = {
     "project": cmd_project,
     "report": cmd_report,
     "bench": cmd_bench,
+    "qualify": cmd_qualify,
     "tradeoff": cmd_tradeoff,
 }
 
 # verbs without an argparse parser of their own: --help prints this module's usage
-MODULE_HELP_VERBS = ("run", "prepare", "compare", "describe", "settings", "project", "bench", "tradeoff")
+MODULE_HELP_VERBS = ("run", "prepare", "compare", "describe", "settings", "project", "bench", "qualify",
+                     "tradeoff")
 
 
 def _advice(exc: OSError) -> str:

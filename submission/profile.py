@@ -18,8 +18,10 @@ written as a string key; "optional" parts may be absent or null):
   warm: train_first_batch_s, val_first_pass_s [, warm_up_s, build_s, epoch_start_s]),
   loop_overhead (normalize_resize_s, ema_s [, side, share_of_step]),
   augmentation_ms_per_image (AUGMENTATION_STAGES [, images, threads, resolution, source]),
-  eval_forward_img_per_s, step_img_per_s, plain_loop_img_per_s, and mfu and compiled
-  (recorded for people, kept as written).
+  eval_forward_img_per_s, step_img_per_s, plain_loop_img_per_s, power (watts,
+  joules_per_image, seconds, side, source [, power_limit_watts, idle_watts]; or not_measured,
+  why), and
+  mfu and compiled (recorded for people, kept as written).
 """
 from __future__ import annotations
 
@@ -135,6 +137,20 @@ class Augmentation:
 
 
 @dataclass(frozen=True)
+class Power:
+    """Energy counters read around the recipe step at full size (submission.energy): the
+    process's device, or the CPU packages; or why they could not be read."""
+    watts: float | None = None
+    joules_per_image: float | None = None
+    seconds: float | None = None
+    side: int | None = None
+    source: str | None = None
+    power_limit_watts: float | None = None
+    idle_watts: float | None = None            # the same counters with nothing running
+    not_measured: str | None = None
+
+
+@dataclass(frozen=True)
 class BenchProfile:
     measured: Measured
     settings: dict[str, Any]
@@ -151,6 +167,7 @@ class BenchProfile:
     plain_loop_img_per_s: float | None = None
     mfu: dict[str, Any] | None = None
     compiled: dict[str, Any] | None = None
+    power: Power | None = None
     # the file it was read from: not a figure, not written
     file: str = field(default="", compare=False, metadata={"written": False})
 
@@ -205,6 +222,7 @@ _COUNT: Check = (lambda v: _is_whole(v, 1), "a whole number >= 1")
 _WHOLE: Check = (lambda v: _is_whole(v, 0), "a whole number >= 0")
 _SECONDS: Check = (lambda v: _is_number(v) and v >= 0, "a number of seconds >= 0")
 _NUMBER: Check = (_is_number, "a number")
+_POSITIVE: Check = (lambda v: _is_number(v) and v > 0, "a number > 0")
 _TEXT: Check = (lambda v: isinstance(v, str), "a text")
 _BOOL: Check = (lambda v: isinstance(v, bool), "true or false")
 _KIND: Check = (lambda v: v in LOADER_KINDS, "one of " + ", ".join(LOADER_KINDS))
@@ -246,7 +264,11 @@ def _fields(data: dict[str, Any], schema: int) -> list[tuple[str, Check, bool]]:
               ("loop_overhead.side", _COUNT, False), ("loop_overhead.share_of_step", _NUMBER, False),
               ("augmentation_ms_per_image", _OBJECT, False), ("eval_forward_img_per_s", _RATE, False),
               ("step_img_per_s", _RATE, False), ("plain_loop_img_per_s", _RATE, False),
-              ("mfu", _OBJECT, False), ("compiled", _OBJECT, False)]
+              ("mfu", _OBJECT, False), ("compiled", _OBJECT, False), ("power", _OBJECT, False),
+              ("power.watts", _POSITIVE, False), ("power.joules_per_image", _POSITIVE, False),
+              ("power.seconds", _SECONDS, False), ("power.side", _COUNT, False),
+              ("power.source", _TEXT, False), ("power.power_limit_watts", _POSITIVE, False),
+              ("power.idle_watts", _POSITIVE, False), ("power.not_measured", _TEXT, False)]
     if not v2:
         fields.append(("fed_step_img_per_s", _RATE, False))
     return fields + _part_fields(data, v2)
@@ -366,7 +388,8 @@ def _build(data: dict[str, Any], source: str) -> BenchProfile:
         augmentation_ms_per_image=_part(Augmentation, data.get("augmentation_ms_per_image")),
         eval_forward_img_per_s=data.get("eval_forward_img_per_s"),
         step_img_per_s=data.get("step_img_per_s"), plain_loop_img_per_s=data.get("plain_loop_img_per_s"),
-        mfu=data.get("mfu"), compiled=data.get("compiled"), file=source)
+        mfu=data.get("mfu"), compiled=data.get("compiled"), power=_part(Power, data.get("power")),
+        file=source)
 
 
 def _json_kind(value: Any) -> str:

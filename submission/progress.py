@@ -30,6 +30,10 @@ Records, in the order things happened (a reader skips kinds it does not know):
       seconds       float  how long the evaluation took
       minutes       float  minutes since the reporter started, at the evaluation's end
 
+  {"kind": "energy", ...}   once, after run_stop: the run's energy, all ranks added
+                           (submission.energy.Energy: joules or not_measured and why,
+                           seconds, source, power_limit_watts, devices)
+
 An evaluation record lies between the windows whose gap it fell into: its seconds are
 left out of the next window's window_s, which is what lets every window be held against
 the steady rate of its side.
@@ -42,7 +46,9 @@ import time
 from pathlib import Path
 from typing import IO, Any, SupportsFloat
 
-WINDOW, EVAL = "window", "eval"
+from .energy import Energy
+
+WINDOW, EVAL, ENERGY = "window", "eval", "energy"
 
 
 class Reporter:
@@ -116,6 +122,12 @@ class Reporter:
                          "seconds": float(seconds),
                          "minutes": (time.monotonic() - self.start) / 60})
 
+    def energy(self, used: Energy) -> None:
+        """After run_stop: the run's energy (all ranks added), a line and a record."""
+        if self.enabled:
+            print(f"{self.label} energy from run_start to run_stop: {used.describe()}", flush=True)
+            self._write({"kind": ENERGY, **used.to_dict()})
+
     def close(self) -> None:
         if self.file is not None:
             self.file.close()
@@ -146,6 +158,13 @@ def read_progress(path: Path | str) -> list[dict[str, Any]]:
             raise ValueError(f"{path} line {number} is not a JSON object: {line[:80]!r}")
         records.append(record)
     return records
+
+
+def run_energy(records: list[dict[str, Any]]) -> Energy | None:
+    """The run's energy record among its records (None: the run wrote none: it did not
+    finish, or ran before energy was measured)."""
+    found = [r for r in records if r.get("kind") == ENERGY]
+    return Energy.from_dict(found[-1]) if found else None
 
 
 def windows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:

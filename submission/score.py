@@ -29,7 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from . import settings as declared
-from .results import CampaignError, read_json
+from .energy import Energy
+from .progress import read_progress, run_energy
+from .results import CampaignError, read_json, run_progress
 
 BENCHMARK = "resnet"
 RULESET = "2.0.0"           # the parser of the round of the recipe; the file format is the same
@@ -54,6 +56,8 @@ class RunResult:
     reason: str = ""                # run_stop `reason`, or why the run cannot be scored
     unreadable_lines: int = 0       # lines the MLPerf parser could not read
     rejected: str = ""              # why the official summarizer drops it ("" when it scores it)
+    energy_j: float | None = None   # run_start to run_stop, all ranks (progress/run_<i>.jsonl)
+    energy_note: str = ""           # what counted it, or why it was not measured
 
     @property
     def converged(self) -> bool:
@@ -74,6 +78,17 @@ class Summary:
     scaling_factor: float = 1.0     # resnet/scaling.json, multiplied into the score
 
     @property
+    def campaign_kwh(self) -> float | None:
+        """The runs' energy added up, in kWh; None unless every run's was measured."""
+        joules = [r.energy_j for r in self.runs]
+        return sum(joules) / 3.6e6 if joules and None not in joules else None
+
+    @property
+    def energy_note(self) -> str:
+        """What counted the energy, or why it was not measured (each distinct note once)."""
+        return "; ".join(dict.fromkeys(r.energy_note for r in self.runs if r.energy_note))
+
+    @property
     def mean_img_per_s(self) -> float | None:
         values = [r.img_per_s for r in self.runs if r.img_per_s is not None]
         return statistics.fmean(values) if values else None
@@ -81,6 +96,8 @@ class Summary:
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["mean_img_per_s"] = self.mean_img_per_s
+        data["campaign_kwh"] = self.campaign_kwh
+        data["energy_note"] = self.energy_note
         data["img_per_s_definition"] = IMG_S_LABEL
         data["score_rule"] = (f"MLPerf olympic mean of {REQUIRED_RUNS} runs (run_stop - run_start, "
                               f"minutes): drop the fastest and the slowest; at most {MAX_DROPPED} "
@@ -175,6 +192,20 @@ def read_run(path: Path, price_usd_per_hour: float = 0.0, ruleset: str = RULESET
                      unreadable_lines=len(failed), rejected=summarizer_rejection(path, ruleset))
 
 
+def run_energy_of(result: Path) -> Energy:
+    """The energy of the run whose MLPerf log is `result` (resnet/result_<i>.txt), from the
+    progress records beside it (progress/run_<i>.jsonl); never a guess: a run without a
+    record says why."""
+    match = _RESULT_NAME.match(Path(result).name)
+    records = run_progress(Path(result).parent.parent, match.group(1), ".jsonl") if match else None
+    if records is None or not records.is_file():
+        return Energy(None, 0.0, not_measured="no progress records beside the log "
+                                              "(progress/run_<i>.jsonl)")
+    found = run_energy(read_progress(records))
+    return found or Energy(None, 0.0, not_measured=f"{records.name} holds no energy record (a run "
+                                                   "from before energy was measured, or one that did not finish)")
+
+
 def olympic_score(runs: list[RunResult]) -> tuple[float | None, int]:
     """(score, dropped) as the MLPerf result summarizer computes it.
 
@@ -204,6 +235,11 @@ def scaling_factor(system_dir: Path) -> float:
                          '{"scaling_factor": <number>}') from None
 
 
+def _with_energy(run: RunResult, used: Energy) -> RunResult:
+    return dataclasses.replace(run, energy_j=used.joules,
+                               energy_note=used.source if used.measured else f"not measured: {used.not_measured}")
+
+
 def summarize(system_dir: Path, price_usd_per_hour: float | None = 0.0,
               ruleset: str = RULESET) -> Summary:
     """Score the result files of one system (results/<system_name>/).
@@ -214,7 +250,7 @@ def summarize(system_dir: Path, price_usd_per_hour: float | None = 0.0,
     """
     system_dir = Path(system_dir)
     price = float(price_usd_per_hour or 0.0) or _campaign_price(system_dir)
-    runs = [read_run(p, price, ruleset) for p in result_files(system_dir)]
+    runs = [_with_energy(read_run(p, price, ruleset), run_energy_of(p)) for p in result_files(system_dir)]
     factor = scaling_factor(system_dir)
     score, dropped = olympic_score(runs)
     if score is not None:
@@ -251,8 +287,8 @@ def summarize(system_dir: Path, price_usd_per_hour: float | None = 0.0,
 # ---------------------------------------------------------------------------
 def summary_markdown(summary: Summary) -> str:
     lines = [f"# ResNet-50 results: {summary.system_name}", "",
-             f"| run | seed | status | epochs | top-1 | minutes | {IMG_S_LABEL} | cost (USD) |",
-             "|---|---|---|---|---|---|---|---|"]
+             f"| run | seed | status | epochs | top-1 | minutes | {IMG_S_LABEL} | cost (USD) | energy (kJ) |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for run in summary.runs:
         status = run.status + (f" ({run.reason})" if run.reason else "")
         if run.rejected:
@@ -261,7 +297,8 @@ def summary_markdown(summary: Summary) -> str:
             run.file, _fmt(run.seed, "{}"), status.replace("|", "/"), _fmt(run.epochs, "{:.4g}"),
             _fmt(None if run.accuracy is None else run.accuracy * 100, "{:.2f}%"),
             _fmt(run.minutes, "{:.3f}"), _fmt(run.img_per_s, "{:,.0f}"),
-            _fmt(run.cost_usd, "{:.2f}")]) + " |")
+            _fmt(run.cost_usd, "{:.2f}"),
+            "not measured" if run.energy_j is None else f"{run.energy_j / 1000:.4g}"]) + " |")
     lines.append("")
     if summary.score_minutes is None:
         lines.append("**Score:** none (no olympic mean can be computed from these runs).")
@@ -285,6 +322,10 @@ def summary_markdown(summary: Summary) -> str:
                      f"${summary.cost_per_run_usd:.2f} per run on average.")
     else:
         lines.append("Cost: no price given (price_usd_per_hour).")
+    kwh = summary.campaign_kwh
+    lines.append((f"Energy: {kwh:.4g} kWh for the campaign's {len(summary.runs)} runs, run_start to "
+                  f"run_stop ({summary.energy_note})." if kwh is not None else
+                  f"Energy: {summary.energy_note or 'not measured'}.") if summary.runs else "Energy: no runs.")
     lines.append(f"Throughput: training samples x epochs / (run_stop - run_start); "
                  "evaluation time is included.")
     return "\n".join(lines) + "\n"

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from . import distributed as dist_utils
-from . import inventory, out_of_memory
+from . import energy, inventory, out_of_memory
 from .config import Config
 from .data import ffcv_threads, fingerprint, loaders
 from .data.prepare import cache_folder
@@ -113,7 +113,10 @@ def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed:
             print(f"{label} {line}", flush=True)
 
     plan, step_fn = set_up(config, data, ctx, seed, log, say)
+    meter = energy.meter_for(ctx.device.type, ctx.device.index or 0, ctx.local_rank)
+    synchronize(ctx.device)
     log.init_stop_run_start()   # ---- timed region starts: MLPerf run_start ----
+    meter.start()
     run_start, graphs_at_start = time.monotonic(), compiled_graphs()
     report = Reporter(label, plan.total_steps, plan.steps_per_epoch, config.global_batch_size,
                       config.progress_every_steps, ctx.is_main, progress_file,
@@ -154,7 +157,6 @@ def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed:
                 break
         log.epoch_stop(epoch)       # also for a partial last epoch: the checker needs one
     minutes = (time.monotonic() - run_start) / 60
-    report.close()
     if config.compile and compiled_graphs() > graphs_at_start:
         say(f"torch.compile compiled {compiled_graphs() - graphs_at_start} graph(s) after run_start: "
             f"their compile time is inside this run's {minutes:.2f} min"
@@ -163,8 +165,20 @@ def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed:
     details = {"epoch_num": round(plan.epoch(step), 4)}
     if not reached:
         details["reason"] = reason
+    synchronize(ctx.device)
+    used = meter.stop()
     log.run_stop(reached, **details)   # ---- timed region ends: MLPerf run_stop ----
+    meter.close()
+    report.energy(energy.added([energy.Energy.from_dict(part) for part in
+                                dist_utils.all_gather_object(used.to_dict())]))
+    report.close()
     return RunOutcome(reached, accuracy, plan.epoch(step), minutes, step_fn.model, step_fn.eval_model)
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for the device's queued work: the energy counters are read after it."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def evaluation(step_fn: RecipeStep, val_loader, plan: RunPlan, step: int, eval_samples: int,

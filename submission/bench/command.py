@@ -13,7 +13,7 @@ from .timing import bench_device
 
 COMPARISONS = {"composer": "MosaicML Composer's Trainer with the Mild methods",
                "methods": "the recipe's step with each method swapped for the plain loop's"}
-OPTIONS = {"steps": "10", "rounds": "3", "json": "", "sweep": "", "compare": ""}
+OPTIONS = {"steps": "10", "rounds": "3", "json": "", "sweep": "", "compare": "", "quick": "false"}
 
 
 def _whole_number(key: str, value: str, example: str) -> int:
@@ -31,7 +31,7 @@ def split_options(words: list[str]) -> tuple[dict, list[str]]:
             settings.append(word)
         elif not sep:
             raise ConfigError(f"{key} takes a value ({key}=...): the bench's options are steps=N, "
-                              "rounds=N, json=FILE, sweep=loader, compare=" + "|".join(COMPARISONS))
+                              "rounds=N, json=FILE, quick=true, sweep=loader, compare=" + "|".join(COMPARISONS))
         else:
             options[key] = value
     return options, settings
@@ -61,6 +61,12 @@ def main(argv=None) -> int:
         out, sweep_name, compare = options["json"], options["sweep"], options["compare"]
         steps = _whole_number("steps", options["steps"], "steps=10 (timed steps)")
         rounds = _whole_number("rounds", options["rounds"], "rounds=3 (turns of the steps timed side by side)")
+        if options["quick"] not in ("true", "false"):
+            raise ConfigError(f"quick={options['quick']}: give quick=true (the figures a profile needs, "
+                              "as qualify measures them) or quick=false")
+        quick = options["quick"] == "true"
+        if quick and (sweep_name or compare):
+            raise ConfigError("quick=true is a form of the main bench; sweep= and compare= are other benches")
         if sweep_name and sweep_name != "loader":
             raise ConfigError(f"sweep={sweep_name}: the bench knows sweep=loader (the .beton write options)")
         if compare and compare not in COMPARISONS:
@@ -86,7 +92,7 @@ def main(argv=None) -> int:
             figures = compare_methods.comparison(config, prepare(config).num_classes, steps, rounds)
             measure.say(compare_methods.table(figures))
         else:
-            figures = measure.measure(config, device, steps, rounds)
+            figures = measure.measure(config, device, steps, rounds, quick)
             if out:
                 write_profile(measure.profile(config, figures, steps, rounds), out)
                 measure.say(f"\nprofile written to {out} (python -m submission project ... profile={out})")

@@ -13,7 +13,8 @@ Rows, in the order they are measured:
   - the loop's work around a step at the smallest side (normalise, resize, EMA update);
   - the evaluation forward alone on synthetic batches at the evaluation size;
   - with compile=true, the compiled step at full size and at the smallest side, in turns
-    with the eager one;
+    with the eager one, and each change between the two sides (the first steps at the new
+    side against its steady rate: what a compiled run loses at a side change);
   - MFU: FLOPs of forward+backward counted with torch.utils.flop_counter at full size,
     over a matmul peak measured on the same device and dtype in the same run;
   - the run's train loader alone (FFCV's, or torchvision's with its rate per thread), the
@@ -22,6 +23,12 @@ Rows, in the order they are measured:
   - with train_loader=torchvision: the CPU work per image of its transforms, on one thread
     over a few hundred images of the run's .beton (decode, crop + flip, RandAugment, to
     tensor): what a CPU-bound recipe's loader costs per image.
+  - power: the energy counters (submission.energy) read around the recipe step at full
+    size for a few seconds, in watts per process (NVML on a GPU, RAPL on a CPU host), or
+    why they could not be read.
+quick=true keeps what a profile needs and `qualify` asks for: it leaves out the loaders'
+fresh-process probes, the plain loop, and the fed step at the smallest side, and times one
+round.
 With SAM (sam_interval N), every timed stretch is a multiple of N steps, so each mean holds
 the recipe's share of two-pass SAM steps.
 Ratios between rows survive a noisy machine better than absolute figures.
@@ -36,9 +43,9 @@ from pathlib import Path
 import torch
 import torchvision
 
-from .. import distributed
+from .. import distributed, energy
 from ..profile import (Augmentation, BenchProfile, FedStep, Loader, LoaderProbe, LoaderSetup, LoopOverhead,
-                       Measured, SetupExtra, SideStep, recorded_settings)
+                       Measured, Power, SetupExtra, SideStep, recorded_settings)
 from ..data import ffcv_threads, loaders
 from ..data.prepare import cache_folder, prepare
 from ..data.run_loaders import randaugment_of, run_loaders
@@ -141,10 +148,11 @@ def sam_steps(config, steps: int) -> int:
     return -(-steps // interval) * interval if interval else steps
 
 
-def measure(config, device: torch.device, steps: int, rounds: int) -> dict:
-    """Every figure of the main bench, each section printed as soon as it is measured."""
+def measure(config, device: torch.device, steps: int, rounds: int, quick: bool = False) -> dict:
+    """Every figure of the main bench (quick: those a profile needs), each section printed
+    as soon as it is measured."""
     asked, steps = steps, sam_steps(config, steps)
-    say(header(config, steps))
+    say(header(config, steps) + (", quick (qualify's parts)" if quick else ""))
     if config.sam_interval:
         say(f"  SAM every {config.sam_interval}th step: each timed stretch is {steps} steps "
             f"({'raised from ' + str(asked) + ', ' if steps != asked else ''}a multiple of "
@@ -152,20 +160,26 @@ def measure(config, device: torch.device, steps: int, rounds: int) -> dict:
     data = prepare(config, world_size=config.world_size)
     plan = RunPlan.of(config, data.train_samples)
     figures: dict = {"timed_steps": steps}
-    figures["loader_setup"] = _loader_setup_rows(config, data)   # first: nothing else running
+    if not quick:
+        figures["loader_setup"] = _loader_setup_rows(config, data)   # first: nothing else running
 
     step = build_step(config, data.num_classes, device)
     full = synthetic_batch(config.batch_per_device, config.train_resolution, data.num_classes, device)
-    figures.update(_step_rows(config, step, full, device, steps, rounds))
+    figures.update(_step_rows(config, step, full, device, steps, rounds, plain=not quick))
     base = figures["step"]
-    figures["sizes"] = _side_rows(config, step, plan, device, steps)
+    # a compiled quick bench (qualify's) is about the compiled rows: eager sides at their two sides
+    figures["sizes"] = _side_rows(config, step, plan, device, steps,
+                                  only=(config.train_resolution, min(plan.sides()))
+                                  if quick and config.compile else None)
     smallest = min(figures["sizes"])
     figures["loop_overhead"] = _loop_overhead(config, step, full, figures["sizes"], smallest, device, steps)
     figures["eval_forward"] = _eval_forward(config, step, data.num_classes, device, steps, base)
     if config.compile:
         figures["compiled"] = _compiled_rows(config, step, plan, device, steps, rounds, smallest)
     figures["mfu"] = _mfu(config, step, full, base, device, rounds)
-    figures.update(_loader_rows(config, step, data, device, steps, rounds, full, smallest, base))
+    figures["power"] = _power(config, step, full, device)
+    figures.update(_loader_rows(config, step, data, device, steps, rounds, full, smallest, base,
+                                fed_sides=(config.train_resolution,) if quick else None))
     return figures
 
 
@@ -186,9 +200,13 @@ def _loader_setup_rows(config, data) -> dict:
     return cold_warm
 
 
-def _step_rows(config, step, full, device, steps: int, rounds: int) -> dict:
-    """The recipe step and a plain torchvision loop on synthetic batches, in turns."""
+def _step_rows(config, step, full, device, steps: int, rounds: int, plain: bool = True) -> dict:
+    """The recipe step and (plain) a plain torchvision loop on synthetic batches, in turns."""
     batch = config.batch_per_device
+    if not plain:
+        figures = in_turns({"step": lambda: step(*full)}, batch, steps, rounds, device)
+        say("\n" + _row("recipe step, synthetic batches", figures["step"], figures["step"]))
+        return figures
     plain_step = plain_loop(config, step.model.fc.out_features, device, step.normalize)
     figures = in_turns({"step": lambda: step(*full), "plain_loop": lambda: plain_step(*full)},
                        batch, steps, rounds, device)
@@ -202,12 +220,13 @@ def _step_rows(config, step, full, device, steps: int, rounds: int) -> dict:
     return figures
 
 
-def _side_rows(config, step, plan, device, steps: int) -> dict:
-    """Per progressive-resizing side of the run's plan: the first step (set-up) and the steady rate."""
+def _side_rows(config, step, plan, device, steps: int, only: tuple[int, ...] | None = None) -> dict:
+    """Per progressive-resizing side of the run's plan (or `only` these): the first step
+    (set-up) and the steady rate."""
     say("\n  progressive-resizing sizes of the run's plan: first step (s), steady img/s")
     batch, classes = config.batch_per_device, step.model.fc.out_features
     sizes = {}
-    for side in plan.sides():
+    for side in sorted(set(only)) if only else plan.sides():
         synthetic = synthetic_batch(batch, side, classes, device)
         first = first_call(lambda: step(*synthetic), device)
         sizes[side] = {"first_step_s": first,
@@ -259,7 +278,8 @@ def _mfu(config, step, full, base: float, device, rounds: int) -> dict:
 
 
 def _compiled_rows(config, step, plan, device, steps: int, rounds: int, smallest: int) -> dict:
-    """The compiled step at full size and at the smallest side, in turns with the eager one."""
+    """The compiled step at full size and at the smallest side, in turns with the eager one,
+    and what each change between the two costs the compiled step."""
     net = compiled(step.model, cache_folder(config), 2, config.cuda_graphs,  # full size, smallest
                    config.compile_dynamic)
     compiled_step = step.with_net(net)
@@ -276,11 +296,78 @@ def _compiled_rows(config, step, plan, device, steps: int, rounds: int, smallest
         rows[side] = {"first_step_s": first, "img_per_s": pair["compiled"], "eager_img_per_s": pair["eager"]}
         say(f"  {side:>5} px  first call {first:6.1f} s  {pair['compiled']:10.1f} img/s"
             f"  {pair['compiled'] / pair['eager']:5.2f}x eager")
+    if len(rows) == 2:
+        rows["side_changes"] = _side_changes(config, compiled_step, rows, device, steps)
     return rows
 
 
+SIDE_CHANGE_STEPS = 3     # the first steps after a change that are timed one by one
+
+
+def _side_changes(config, compiled_step, rows: dict, device, steps: int) -> dict:
+    """Each change between the two compiled sides, both ways, as a run makes it: steady
+    steps at one side, then the first SIDE_CHANGE_STEPS steps at the other, each timed;
+    their seconds beyond that many steady steps of the new side are what the change loses."""
+    batch, classes = config.batch_per_device, compiled_step.model.fc.out_features
+    sides = [side for side in rows if isinstance(side, int)]
+    batches = {side: synthetic_batch(batch, side, classes, device) for side in sides}
+    changes = {}
+    say(f"  side changes of the compiled step (the first {SIDE_CHANGE_STEPS} steps at the new side "
+        "against its steady rate):")
+    for old, new in ((sides[0], sides[1]), (sides[1], sides[0])):
+        timed(lambda: compiled_step(*batches[old]), steps, device, warmup=1)
+        firsts = [first_call(lambda: compiled_step(*batches[new]), device) for _ in range(SIDE_CHANGE_STEPS)]
+        steady = batch / rows[new]["img_per_s"]
+        lost = max(0.0, sum(firsts) - SIDE_CHANGE_STEPS * steady)
+        changes[f"{old}->{new}"] = {"lost_s": lost, "first_steps_s": firsts, "steady_step_s": steady}
+        say(f"  {old:>5} -> {new} px  first steps {', '.join(f'{t:.3f}' for t in firsts)} s against "
+            f"{steady:.3f} s steady: {lost:.2f} s lost")
+    return changes
+
+
+POWER_SECONDS = 4.0       # long enough for NVML's counter (updated every few 10 ms) and RAPL's
+IDLE_SECONDS = 2.0
+
+
+def _power(config, step, full, device) -> dict:
+    """Watts of this process's device (or the CPU packages) with nothing running for
+    IDLE_SECONDS, then while the recipe step runs at full size for about POWER_SECONDS; or
+    why the counters could not be read."""
+    meter = energy.meter_for(device.type, device.index or 0)
+    try:
+        if meter.problem:
+            say(f"\n  power while training: not measured: {meter.problem}")
+            return {"not_measured": meter.problem}
+        sync(device)
+        meter.start()
+        time.sleep(IDLE_SECONDS)
+        idle = meter.stop()
+        step(*full)
+        sync(device)
+        meter.start()
+        began, images = time.perf_counter(), 0
+        while time.perf_counter() - began < POWER_SECONDS:
+            step(*full)
+            images += config.batch_per_device
+            if device.type == "cuda" and images % (8 * config.batch_per_device) == 0:
+                sync(device)     # keep the queue short: the clock must see the work done
+        sync(device)
+        used = meter.stop()
+    finally:
+        meter.close()
+    if not used.measured:
+        say(f"\n  power while training: not measured: {used.not_measured}")
+        return {"not_measured": used.not_measured}
+    figures = {"watts": used.watts, "joules_per_image": used.joules / images, "seconds": used.seconds,
+               "side": config.train_resolution, "source": used.source,
+               "power_limit_watts": used.power_limit_watts, "idle_watts": idle.watts}
+    say(f"\n  power while training at {config.train_resolution} px: {used.watts:.0f} W, idle "
+        f"{idle.watts or 0:.0f} W ({figures['joules_per_image']:.3g} J per image; {used.source})")
+    return figures
+
+
 def _loader_rows(config, step, data, device, steps: int, rounds: int, full, smallest: int,
-                 base: float) -> dict:
+                 base: float, fed_sides: tuple[int, ...] | None = None) -> dict:
     """The run's own loaders in this process: the loader alone, the step fed by it in turns
     with the synthetic step, evaluation through the loader (epochs cycle on small sets)."""
     figures: dict = {}
@@ -307,7 +394,7 @@ def _loader_rows(config, step, data, device, steps: int, rounds: int, full, smal
     say("\n  the step fed by the loader, in turns with the synthetic step (loader work the step "
         "does not hide):")
     figures["fed"] = {}
-    for side in dict.fromkeys((res, smallest)):
+    for side in fed_sides or dict.fromkeys((res, smallest)):
         fed, synthetic = [], []
         for _ in range(rounds):
             # a stream of its own for each fed turn, its thread stopped before the synthetic
@@ -401,7 +488,7 @@ def profile(config, figures: dict, steps: int, rounds: int) -> BenchProfile:
     host = fill_from_host({"host_processor_model_name": "", "host_processor_vcpu_count": ""})
     device_name = (torch.cuda.get_device_name(0) if config.device_type == "cuda"
                    else host["host_processor_model_name"])
-    probes = figures["loader_setup"]
+    probes = figures.get("loader_setup")
     return BenchProfile(
         measured=Measured(date=datetime.date.today().isoformat(),
                           host=f"{host['host_processor_model_name']}, {host['host_processor_vcpu_count']} vCPUs",
@@ -416,10 +503,12 @@ def profile(config, figures: dict, steps: int, rounds: int) -> BenchProfile:
                       epoch_start_s=figures["loader_epoch_start"]),
         fed_step_by_side={side: FedStep(**v, in_turns=True) for side, v in figures["fed"].items()},
         setup_s=SetupExtra(first_eval_extra=max(0.0, 1 / figures["eval_first"] - 1 / figures["eval"])),
-        loader_setup_s=LoaderSetup(LoaderProbe(**probes["cold"]), LoaderProbe(**probes["warm"])),
+        loader_setup_s=(LoaderSetup(LoaderProbe(**probes["cold"]), LoaderProbe(**probes["warm"]))
+                        if probes else None),
         loop_overhead=LoopOverhead(**figures["loop_overhead"]),
         augmentation_ms_per_image=(Augmentation(**figures["augmentation"])
                                    if "augmentation" in figures else None),
         eval_forward_img_per_s=figures["eval_forward"], step_img_per_s=figures["step"],
-        plain_loop_img_per_s=figures["plain_loop"], mfu=figures["mfu"],
+        plain_loop_img_per_s=figures.get("plain_loop"), mfu=figures["mfu"],
+        power=Power(**figures["power"]) if "power" in figures else None,
         compiled={str(side): v for side, v in figures["compiled"].items()} if "compiled" in figures else None)

@@ -33,6 +33,9 @@ class Window:
     rate: float
     side: int
     judged: bool         # no evaluation in it and no side change (or the run's first window)
+    seconds: float = 0.0                 # the window's training seconds (evaluations left out)
+    changed_from: int | None = None      # the side before, in a window in which the side changed
+    evaluated: bool = False              # an evaluation fell into it
 
 
 def windows_of(progress_file: Path) -> list[Window]:
@@ -44,9 +47,37 @@ def windows_of(progress_file: Path) -> list[Window]:
         elif record.get("kind") == WINDOW:
             side = int(record["side"])
             first = previous_side is None
+            changed = previous_side if not first and side != previous_side else None
             found.append(Window(float(record["img_per_s"]), side,
-                                first or (not evaluated and side == previous_side)))
+                                first or (not evaluated and side == previous_side),
+                                float(record.get("window_s", 0.0)), changed, evaluated))
             evaluated, previous_side = False, side
+    return found
+
+
+@dataclass
+class SideChange:
+    """The window in which a run's side changed, against the new side's steady rate (its
+    first steps at the new side: cuDNN plans, a compiled graph's first call; the old side's
+    last steps are in it too), and the window after it."""
+    before: int
+    after: int
+    ratio: float               # the change's window / the new side's steady rate
+    lost_s: float              # its seconds beyond that window's images at the steady rate
+    next_ratio: float | None   # the window after it / the steady rate
+    evaluated: bool            # an evaluation (and the loader's epoch start) fell into it too
+
+
+def side_changes(run: list[Window], steady: dict[int, float]) -> list[SideChange]:
+    found = []
+    for i, window in enumerate(run):
+        if window.changed_from is None or not steady.get(window.side):
+            continue
+        rate = steady[window.side]
+        after = run[i + 1] if i + 1 < len(run) and run[i + 1].side == window.side else None
+        found.append(SideChange(window.changed_from, window.side, window.rate / rate,
+                                max(0.0, window.seconds * (1 - window.rate / rate)),
+                                after.rate / rate if after else None, window.evaluated))
     return found
 
 
@@ -59,6 +90,8 @@ class RunSteadiness:
     slowest_at: str                 # "window 1 (16 px)"
     first_eval_s: float | None
     later_eval_s: float | None      # median of the later evaluations
+    first_window_ratio: float | None = None     # the run's first window / steady rate of its side
+    side_changes: list[SideChange] | None = None
 
     @property
     def first_eval_ratio(self) -> float | None:
@@ -107,7 +140,10 @@ def campaign_steadiness(system_dir: Path) -> list[RunSteadiness]:
         found.append(RunSteadiness(
             run=result.stem, windows=len(run), judged=len(ratios), slowest_ratio=slowest[0],
             slowest_at=slowest[1], first_eval_s=evals[0] if evals else None,
-            later_eval_s=statistics.median(evals[1:]) if len(evals) > 1 else None))
+            later_eval_s=statistics.median(evals[1:]) if len(evals) > 1 else None,
+            first_window_ratio=(run[0].rate / steady[run[0].side]
+                                if run and steady.get(run[0].side) else None),
+            side_changes=side_changes(run, steady)))
     return found
 
 
@@ -129,4 +165,15 @@ def markdown(system_dir: Path) -> list[str]:
         lines.append(f"| {r.run} | {r.windows} ({r.judged}) | {ratio(r.slowest_ratio)} | {r.slowest_at or '—'} | "
                      f"{ratio(r.first_eval_s, '{:.2f}')} | {ratio(r.later_eval_s, '{:.2f}')} | "
                      f"{ratio(r.first_eval_ratio)} | {'yes' if r.flat else 'NO'} |")
+    changes = [(r.run, c) for r in runs for c in r.side_changes or []]
+    if changes:
+        lines += ["", "Each side change: the window in which the side changed and the one after it, "
+                      "against the new side's steady rate; seconds lost: the change's window beyond "
+                      "its images at that rate (its first steps at the new side, and the old side's "
+                      "last ones).", "",
+                  "| run | side change | its window / steady | seconds lost | next window / steady | note |",
+                  "|---|---|---|---|---|---|"]
+        lines += [f"| {run} | {c.before} -> {c.after} px | {c.ratio:.2f}x | {c.lost_s:.2f} | "
+                  f"{ratio(c.next_ratio)} | {'an evaluation in it too' if c.evaluated else ''} |"
+                  for run, c in changes]
     return lines

@@ -1,0 +1,356 @@
+"""`python -m submission qualify [minutes=M] [data_dir=DIR] [out=DIR] [recipes=mild,medium,hot]
+[key=value ...]`: the parts of plan.py run one after another inside the budget, each as its own
+process, and the folder of record.py written from what they measured."""
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from .. import score
+from ..config import REPO_ROOT, ConfigError, parse_overrides, resolve
+from ..data.synthetic_images import write_folder
+from ..profile import read as read_profile
+from ..report import steadiness
+from ..results import results_root
+from . import plan as planned
+from . import record
+
+OPTIONS = {"minutes": "", "out": "", "recipes": ",".join(planned.RECIPES)}
+STOP_GRACE_S = 10          # a part past the budget: SIGTERM, then this long before SIGKILL
+# how long each recipe's bench and projection train: the shortest budgets of the ImageNet grid
+# (submission/grids/imagenet.yaml), as Medium and Hot leave scale_schedule_ratio to the user
+RECIPE_SETTINGS = {"medium": {"scale_schedule_ratio": "0.75"}, "hot": {"scale_schedule_ratio": "3.0"}}
+
+
+def split_options(words: list[str]) -> tuple[dict[str, str], dict[str, str]]:
+    """qualify's own options, and the settings every part runs with."""
+    options, settings = dict(OPTIONS), []
+    for word in words:
+        key, sep, value = word.partition("=")
+        if key in OPTIONS:
+            if not sep or not value:
+                raise ConfigError(f"{key} takes a value: minutes=M (the budget), out=DIR (the record's "
+                                  "folder), recipes=mild,medium,hot")
+            options[key] = value
+        else:
+            settings.append(word)
+    return options, parse_overrides(settings)
+
+
+def _minutes(text: str, device_type: str) -> float:
+    if not text:
+        return planned.DEFAULT_MINUTES[device_type]
+    try:
+        minutes = float(text)
+    except ValueError:
+        minutes = 0.0
+    if not minutes > 0:
+        raise ConfigError(f"minutes={text}: give the budget in minutes, a number above 0 "
+                          f"(default {planned.DEFAULT_MINUTES[device_type]:g} on this device)")
+    return minutes
+
+
+def _recipes(text: str) -> tuple[str, ...]:
+    chosen = tuple(r.strip() for r in text.split(",") if r.strip())
+    unknown = [r for r in chosen if r not in planned.RECIPES]
+    if unknown or not chosen:
+        raise ConfigError(f"recipes={text}: qualify profiles {', '.join(planned.RECIPES)} (a comma-separated "
+                          "list of them)")
+    return chosen
+
+
+def _commit() -> str:
+    try:
+        found = subprocess.run(["git", "-C", str(REPO_ROOT), "describe", "--always", "--dirty"],
+                               capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown (git not found)"
+    return found.stdout.strip() or "unknown (not a git checkout)"
+
+
+def _words(settings: dict[str, str]) -> list[str]:
+    return [f"{k}={v}" for k, v in settings.items()]
+
+
+class Qualify:
+    """One qualification: its settings, its budget, its folders, and the parts' outcomes."""
+
+    def __init__(self, options: dict[str, str], overrides: dict[str, str]):
+        self.began = time.monotonic()
+        self.overrides = overrides
+        given_data = overrides.get("data_dir", "")
+        probe = resolve(None, {**overrides, "dataset": "imagenet", "data_dir": given_data or "."})
+        self.device_type = probe.device_type
+        self.scale = planned.SCALES[self.device_type]
+        self.minutes = _minutes(options["minutes"], self.device_type)
+        self.recipes = _recipes(options["recipes"])
+        self.system_name = probe.system_name
+        self.scratch = Path(probe.cache_dir if Path(probe.cache_dir).is_absolute()
+                            else REPO_ROOT / probe.cache_dir) / "qualify" / self.system_name
+        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+        self.out = (Path(options["out"]) if options["out"]
+                    else results_root(probe) / "qualify" / f"{self.system_name}-{stamp}")
+        self.data_dir = Path(given_data) if given_data else self.scratch / "data"
+        self.common = {**self.scale.settings, "dataset": "imagenet", "data_dir": str(self.data_dir),
+                       "cache_dir": str(self.scratch / "cache"), **overrides}
+        self.estimates = planned.Estimates(self.scale)
+        self.outcomes: list[record.PartOutcome] = []
+        self.measured: dict[str, Path] = {}     # part key -> its profile, or the campaign's folder
+
+    def left_s(self) -> float:
+        return self.minutes * 60 - (time.monotonic() - self.began)
+
+    def say(self, line: str) -> None:
+        print(f"[qualify] {line}", flush=True)
+
+    # ---- the data -----------------------------------------------------------------
+    def make_data(self) -> str:
+        shape = self.scale.data
+        if "data_dir" in self.overrides:
+            return f"{self.data_dir} (given)"
+        marker = self.data_dir / ".complete"
+        if marker.is_file() and marker.read_text() == shape.describe():
+            self.say(f"reusing {self.data_dir}: {shape.describe()}")
+        else:
+            self.say(f"writing {shape.describe()} to {self.data_dir}")
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+            write_folder(self.data_dir, shape)
+            marker.write_text(shape.describe())
+        return f"{shape.describe()} (made by qualify: submission/data/synthetic_images.py)"
+
+    # ---- the parts ------------------------------------------------------------------
+    def argv(self, part: planned.Part) -> list[str]:
+        settings = {**self.common, **RECIPE_SETTINGS.get(part.recipe, {}), "recipe": part.recipe}
+        if part.verb == "run":
+            settings = {**settings, **self.scale.campaign,
+                        "results_dir": str(self.scratch / "campaign"), **self.overrides}
+            return ["run", *_words(settings)]
+        if part.compiled:
+            settings.update(compile="true", cuda_graphs=str(part.cuda_graphs).lower())
+        return ["bench", *_words(settings), "quick=true", f"steps={self.scale.steps}", "rounds=1",
+                f"json={self.scratch / 'profiles' / (part.key + '.json')}"]
+
+    def run_part(self, part: planned.Part, log) -> record.PartOutcome:
+        argv = self.argv(part)
+        command = "python -m submission " + " ".join(argv)
+        estimate = self.estimates.of(part)
+        left = self.left_s()
+        if not planned.fits(estimate, left):
+            self.say(f"left out: {part.name} (estimated {estimate:.0f} s, {max(left, 0):.0f} s of the "
+                     "budget left)")
+            return record.PartOutcome(part.name, command, record.LEFT_OUT, estimate,
+                                      note=f"estimated {estimate:.0f} s, {max(left, 0):.0f} s left")
+        self.say(f"{part.name}: estimated {estimate:.0f} s, {left:.0f} s of the budget left")
+        if part.verb == "run":
+            shutil.rmtree(self.scratch / "campaign", ignore_errors=True)
+        else:
+            (self.scratch / "profiles").mkdir(parents=True, exist_ok=True)
+            (self.scratch / "profiles" / f"{part.key}.json").unlink(missing_ok=True)
+        log.write(f"\n===== {part.name}: {command}\n")
+        log.flush()
+        began = time.monotonic()
+        rc, stopped = run_until(argv, log, deadline=began + left - planned.RECORD_RESERVE_S - STOP_GRACE_S)
+        seconds = time.monotonic() - began
+        outcome = self.judge(part, command, estimate, seconds, rc, stopped)
+        if outcome.status == record.DONE:
+            self.estimates.learn(part, seconds)
+        self.say(f"{part.name}: {outcome.status} in {seconds:.0f} s" + (f" ({outcome.note})" if outcome.note else ""))
+        return outcome
+
+    def judge(self, part, command, estimate, seconds, rc, stopped) -> record.PartOutcome:
+        if part.verb == "run":
+            folders = [d for d in (self.scratch / "campaign").glob("*/") if score.result_files(d)]
+            finished = folders and len(score.result_files(folders[0])) == int(self.scale.campaign["runs"])
+            if finished:
+                self.measured[part.key] = folders[0]
+                # rc 1: no run reached its target, which none is meant to (plan._CAMPAIGN)
+                return record.PartOutcome(part.name, command, record.DONE, estimate, seconds)
+            status, note = (record.STOPPED, "") if stopped else (record.FAILED, f"exit code {rc}, "
+                                                                 "no complete run: qualify.log says why")
+            return record.PartOutcome(part.name, command, status, estimate, seconds, note)
+        profile = self.scratch / "profiles" / f"{part.key}.json"
+        if rc == 0 and profile.is_file():
+            self.measured[part.key] = profile
+            return record.PartOutcome(part.name, command, record.DONE, estimate, seconds)
+        if stopped:
+            return record.PartOutcome(part.name, command, record.STOPPED, estimate, seconds)
+        return record.PartOutcome(part.name, command, record.FAILED, estimate, seconds,
+                                  f"exit code {rc}: qualify.log says why")
+
+    # ---- the record --------------------------------------------------------------------
+    def recipe_figures(self) -> list[record.RecipeFigures]:
+        found = []
+        for recipe in self.recipes:
+            path = self.measured.get(recipe)
+            if path is None:
+                continue
+            profile = read_profile(path)
+            shutil.copyfile(path, self.out / record.profile_name(recipe))
+            side = profile.settings["train_resolution"]
+            power = profile.power
+            watts = power.watts if power else None
+            settings = {k: v for k, v in self.common.items() if k not in ("data_dir", "cache_dir")}
+            project = ["python -m submission project", *_words({**settings, **RECIPE_SETTINGS.get(recipe, {}),
+                                                                 "recipe": recipe}),
+                       f"profile={self.out / record.profile_name(recipe)}"]
+            found.append(record.RecipeFigures(
+                recipe, record.profile_name(recipe), side, profile.step_img_per_s,
+                profile.eval_img_per_s, profile.loader.img_per_s, (profile.mfu or {}).get("mfu"),
+                watts, getattr(power, "idle_watts", None) if power else None,
+                (power.source if watts is not None else f"not measured: {power.not_measured}")
+                if power else "not measured: the profile holds no power figures",
+                " ".join(project)))
+        return found
+
+    def compiled_figures(self) -> list[record.CompiledFigures]:
+        found = []
+        for key, path in self.measured.items():
+            if "-compiled" not in key:
+                continue
+            profile = read_profile(path)
+            compiled = dict(profile.compiled or {})
+            changes = compiled.pop("side_changes", {})
+            found.append(record.CompiledFigures(
+                profile.settings["recipe"], bool(profile.settings.get("cuda_graphs")),
+                {side: {k: v[k] for k in ("img_per_s", "eager_img_per_s", "first_step_s")}
+                 for side, v in compiled.items()},
+                {change: v["lost_s"] for change, v in changes.items()}))
+        return found
+
+    def campaign_figures(self) -> record.CampaignFigures | None:
+        folder = self.measured.get("campaign")
+        if folder is None:
+            return None
+        for recipe in self.recipes:          # the report's bench section shows the profiles
+            if (self.out / record.profile_name(recipe)).is_file():
+                shutil.copyfile(self.out / record.profile_name(recipe), folder / record.profile_name(recipe))
+        from ..report.report import write_report
+        shutil.copyfile(write_report(folder), self.out / record.REPORT)
+        summary = score.summarize(folder)
+        runs_steady = {r.run: r for r in steadiness.campaign_steadiness(folder)}
+        runs, checks = [], []
+        for result, run in zip(score.result_files(folder), summary.runs):
+            steady = runs_steady.get(result.stem)
+            used = score.run_energy_of(result)
+            runs.append(record.CampaignRun(
+                result.stem, run.status + (f" ({run.reason})" if run.reason else ""), run.minutes,
+                used.joules, steady.first_window_ratio if steady else None,
+                steady.first_eval_ratio if steady else None,
+                [vars(c) for c in (steady.side_changes or [])] if steady else []))
+            checks.append(self.energy_check(result.stem, used))
+        return record.CampaignFigures(str(folder), runs, summary.campaign_kwh, summary.energy_note,
+                                      "; ".join(dict.fromkeys(checks)))
+
+    def energy_check(self, run: str, used) -> str:
+        """The run's joules against idle power x time and the power limit x time."""
+        if not used.measured:
+            return f"not measured ({used.not_measured})"
+        mild = self.measured.get(self.recipes[0])
+        power = read_profile(mild).power if mild else None
+        idle = getattr(power, "idle_watts", None) if power else None
+        low = idle * used.seconds if idle else None
+        high = used.power_limit_watts * used.seconds if used.power_limit_watts else None
+        within = (low is None or used.joules >= low) and (high is None or used.joules <= high)
+        return (f"{run}: {used.joules / 1000:.3g} kJ over {used.seconds:.0f} s, "
+                f"{'within' if within else 'OUTSIDE'} [{_kj(low)}, {_kj(high)}] kJ "
+                f"(idle {idle or 0:.0f} W x time, power limit {used.power_limit_watts or 0:.0f} W x time)")
+
+    def write_record(self, data: str) -> Path:
+        import torch
+
+        from ..system_description import fill_from_host
+        filled = fill_from_host({"host_processor_model_name": "", "host_processor_vcpu_count": ""})
+        host = (f"{filled['host_processor_model_name'] or platform.machine()}, "
+                f"{filled['host_processor_vcpu_count'] or os.cpu_count()} vCPUs")
+        device = (torch.cuda.get_device_name(0) if self.device_type == "cuda" else f"CPU ({host})")
+        q = record.Qualification(
+            device, self.device_type, host,
+            datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), _commit(),
+            torch.__version__, self.minutes, (time.monotonic() - self.began) / 60, data,
+            {k: v for k, v in self.common.items() if k not in ("data_dir", "cache_dir")}, self.outcomes,
+            self.recipe_figures(), self.compiled_figures(), self.campaign_figures())
+        return record.write(self.out, q)
+
+
+def _kj(joules: float | None) -> str:
+    return "?" if joules is None else f"{joules / 1000:.3g}"
+
+
+def run_until(argv: list[str], log, deadline: float) -> tuple[int, bool]:
+    """`python -m submission ARGV` with its output to the console (indented) and `log`;
+    stopped (SIGTERM to its process group, SIGKILL after STOP_GRACE_S) at `deadline`.
+    Returns (exit code, whether it was stopped)."""
+    job = subprocess.Popen([sys.executable, "-m", "submission", *argv], cwd=REPO_ROOT, text=True,
+                           bufsize=1, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+    def relay() -> None:
+        for line in job.stdout:
+            sys.stdout.write("    " + line)
+            sys.stdout.flush()
+            log.write(line)
+            log.flush()
+    thread = threading.Thread(target=relay, daemon=True)
+    thread.start()
+    stopped = False
+    try:
+        while job.poll() is None:
+            if time.monotonic() > deadline and not stopped:
+                stopped = True
+                _signal(job, signal.SIGTERM)
+                deadline = time.monotonic() + STOP_GRACE_S
+            elif stopped and time.monotonic() > deadline:
+                _signal(job, signal.SIGKILL)
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        _signal(job, signal.SIGTERM)
+        try:
+            job.wait(STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            _signal(job, signal.SIGKILL)
+        raise
+    finally:
+        thread.join(5)
+    return job.returncode, stopped
+
+
+def _signal(job: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(job.pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def main(words: list[str]) -> int:
+    options, overrides = split_options(words)
+    q = Qualify(options, overrides)
+    q.out.mkdir(parents=True, exist_ok=True)
+    q.say(f"{q.device_type} scale, budget {q.minutes:g} min; the record goes to {q.out}")
+    interrupted = False
+    with open(q.out / record.LOG, "w") as log:
+        data = q.make_data()
+        for part in planned.parts(q.device_type, q.recipes):
+            if interrupted:
+                q.outcomes.append(record.PartOutcome(part.name, "", record.LEFT_OUT, q.estimates.of(part),
+                                                     note="interrupted"))
+                continue
+            try:
+                q.outcomes.append(q.run_part(part, log))
+            except KeyboardInterrupt:
+                interrupted = True
+                q.outcomes.append(record.PartOutcome(part.name, "", record.STOPPED, q.estimates.of(part),
+                                                     note="interrupted (Ctrl-C)"))
+    path = q.write_record(data)
+    left_out = [o.name for o in q.outcomes if o.status != record.DONE]
+    q.say(f"done in {(time.monotonic() - q.began) / 60:.2f} min of {q.minutes:g}"
+          + (f"; not measured: {', '.join(left_out)}" if left_out else ""))
+    q.say(f"record: {path}")
+    return 130 if interrupted else 0

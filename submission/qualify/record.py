@@ -1,0 +1,191 @@
+"""The qualification's folder: its files, its record (qualify.json, one type, written and read
+here) and the record for people (qualify.md).
+
+    <out>/qualify.md             every figure beside the command that measured it
+    <out>/qualify.json           the same figures as data (Qualification)
+    <out>/qualify.log            every part's output, in order
+    <out>/profile_<recipe>.json  each recipe's eager bench profile (`project`, `tradeoff` read them)
+    <out>/campaign-report.md     the short campaign's report (steadiness, energy)
+
+At most 8 files, none over a few MiB: small enough to copy back from a rented machine.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..jsonfile import write_json
+
+RECORD, MARKDOWN, LOG, REPORT = "qualify.json", "qualify.md", "qualify.log", "campaign-report.md"
+DONE, FAILED, LEFT_OUT, STOPPED = "done", "failed", "left out", "stopped at the budget's end"
+
+
+def profile_name(recipe: str) -> str:
+    return f"profile_{recipe}.json"
+
+
+@dataclass
+class PartOutcome:
+    name: str
+    command: str
+    status: str                  # DONE, FAILED, LEFT_OUT, STOPPED
+    estimate_s: float
+    seconds: float | None = None
+    note: str = ""               # why it failed or was left out
+
+
+@dataclass
+class RecipeFigures:
+    """One recipe's eager bench, at the full training side."""
+    recipe: str
+    profile: str                 # its file in the folder
+    side: int
+    step_img_per_s: float
+    eval_img_per_s: float
+    loader_img_per_s: float
+    mfu: float | None
+    watts: float | None
+    idle_watts: float | None
+    power_note: str              # what read the watts, or why they were not measured
+    project_command: str
+
+
+@dataclass
+class CompiledFigures:
+    """A compiled bench against the eager step at the same sides."""
+    recipe: str
+    cuda_graphs: bool
+    sides: dict[str, dict[str, float]]         # side -> img_per_s, eager_img_per_s, first_step_s
+    side_changes: dict[str, float]             # "176->88" -> seconds lost
+
+
+@dataclass
+class CampaignRun:
+    run: str
+    status: str
+    minutes: float | None
+    joules: float | None
+    first_window_ratio: float | None
+    first_eval_ratio: float | None
+    side_changes: list[dict[str, Any]]         # before, after, ratio, lost_s, next_ratio, evaluated
+
+
+@dataclass
+class CampaignFigures:
+    folder: str
+    runs: list[CampaignRun]
+    kwh: float | None
+    energy_note: str
+    energy_check: str            # joules within idle x time and the power limit x time, in words
+
+
+@dataclass
+class Qualification:
+    device: str
+    device_type: str
+    host: str
+    date: str
+    commit: str
+    torch: str
+    budget_minutes: float
+    elapsed_minutes: float
+    data: str
+    settings: dict[str, str]
+    parts: list[PartOutcome] = field(default_factory=list)
+    recipes: list[RecipeFigures] = field(default_factory=list)
+    compiled: list[CompiledFigures] = field(default_factory=list)
+    campaign: CampaignFigures | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Qualification":
+        campaign = data.get("campaign")
+        return cls(**{**data,
+                      "parts": [PartOutcome(**p) for p in data["parts"]],
+                      "recipes": [RecipeFigures(**r) for r in data["recipes"]],
+                      "compiled": [CompiledFigures(**c) for c in data["compiled"]],
+                      "campaign": None if campaign is None else CampaignFigures(
+                          **{**campaign, "runs": [CampaignRun(**r) for r in campaign["runs"]]})})
+
+
+def write(folder: Path, record: Qualification) -> Path:
+    write_json(folder / RECORD, record.to_dict())
+    path = folder / MARKDOWN
+    path.write_text(markdown(record))
+    return path
+
+
+def read(folder: Path) -> Qualification:
+    return Qualification.from_dict(json.loads((Path(folder) / RECORD).read_text()))
+
+
+# ---- for people ------------------------------------------------------------------
+def _num(value: float | None, fmt: str = "{:,.1f}", none: str = "—") -> str:
+    return none if value is None else fmt.format(value)
+
+
+def markdown(q: Qualification) -> str:
+    lines = [f"# Qualification of {q.device}", "",
+             f"- device: {q.device} ({q.device_type}); host: {q.host}; torch {q.torch}",
+             f"- date: {q.date}; commit: {q.commit}",
+             f"- budget {q.budget_minutes:g} min, took {q.elapsed_minutes:.2f} min; data: {q.data}",
+             "- settings of every part: " + (" ".join(f"{k}={v}" for k, v in q.settings.items()) or "the recipes' own"),
+             "", "## Parts", "", "| part | status | seconds (estimate) | command |", "|---|---|---|---|"]
+    for p in q.parts:
+        status = p.status + (f": {p.note}" if p.note else "")
+        lines.append(f"| {p.name} | {status.replace('|', '/')} | {_num(p.seconds, '{:.0f}')} "
+                     f"({p.estimate_s:.0f}) | `{p.command}` |")
+    lines += ["", "## Each recipe, eager, at its full training side (per process)", ""]
+    if q.recipes:
+        lines += ["| recipe | side | step img/s | MFU | eval img/s | loader img/s | watts training (idle) | profile |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for r in q.recipes:
+            watts = (f"{r.watts:.0f} W ({_num(r.idle_watts, '{:.0f} W')})" if r.watts is not None
+                     else "not measured")
+            lines.append(f"| {r.recipe} | {r.side} px | {r.step_img_per_s:,.1f} | {_num(r.mfu, '{:.1%}')} | "
+                         f"{r.eval_img_per_s:,.1f} | {r.loader_img_per_s:,.1f} | {watts} | `{r.profile}` |")
+        lines += ["", "Power: " + "; ".join(dict.fromkeys(r.power_note for r in q.recipes)), "",
+                  "Each profile projects a run with `project` (and `tradeoff`'s `profile_<recipe>=`):", ""]
+        lines += [f"    {r.project_command}" for r in q.recipes]
+    else:
+        lines.append("No recipe's bench finished (the parts above say why).")
+    lines += ["", "## Compiled (torch.compile, static shapes), against the eager step beside it", ""]
+    if q.compiled:
+        lines += ["| recipe | CUDA graphs | side | compiled img/s | eager img/s | ratio | first call (s) |",
+                  "|---|---|---|---|---|---|---|"]
+        for c in q.compiled:
+            for side, f in c.sides.items():
+                lines.append(f"| {c.recipe} | {'yes' if c.cuda_graphs else 'no'} | {side} px | "
+                             f"{f['img_per_s']:,.1f} | {f['eager_img_per_s']:,.1f} | "
+                             f"{f['img_per_s'] / f['eager_img_per_s']:.2f}x | {f['first_step_s']:.1f} |")
+        lines += ["", "Seconds a compiled step loses at a side change (its first steps at the new side "
+                      "against that side's steady rate):", ""]
+        lines += [f"- {c.recipe}{' + CUDA graphs' if c.cuda_graphs else ''}: "
+                  + ", ".join(f"{change} px {lost:.2f} s" for change, lost in c.side_changes.items())
+                  for c in q.compiled if c.side_changes]
+    else:
+        lines.append("No compiled bench finished (the parts above say why).")
+    lines += ["", "## The short campaign", ""]
+    c = q.campaign
+    if c is None:
+        lines.append("The campaign did not run (the parts above say why).")
+    else:
+        lines += [f"Results: `{c.folder}`; its report: `{REPORT}`.", "",
+                  "| run | status | minutes | energy (kJ) | first window / steady | first eval / later | side changes: window / steady, seconds lost |",
+                  "|---|---|---|---|---|---|---|"]
+        for r in c.runs:
+            changes = "; ".join(f"{s['before']}->{s['after']} px {s['ratio']:.2f}x {s['lost_s']:.2f} s"
+                                + (" (an evaluation in it)" if s["evaluated"] else "")
+                                for s in r.side_changes) or "—"
+            lines.append(f"| {r.run} | {r.status} | {_num(r.minutes, '{:.3f}')} | "
+                         f"{_num(None if r.joules is None else r.joules / 1000, '{:.4g}', 'not measured')} | "
+                         f"{_num(r.first_window_ratio, '{:.2f}x')} | {_num(r.first_eval_ratio, '{:.2f}x')} | {changes} |")
+        lines += ["", "Energy: " + (f"{c.kwh:.4g} kWh for the campaign ({c.energy_note})" if c.kwh is not None
+                                    else c.energy_note or "not measured"),
+                  "", f"Energy check: {c.energy_check}"]
+    return "\n".join(lines) + "\n"
