@@ -35,13 +35,16 @@ def compare_systems(results_dir: Path, prices: dict[str, float] | None = None) -
             name, str(len(data.get("runs", []))), _fmt(data.get("score_minutes"), "{:.3f}"),
             "yes" if data.get("valid") else "no",
             _fmt(data.get("cost_per_run_usd"), "${:.2f}"),
-            _fmt(data.get("mean_img_per_s"), "{:,.0f}")]) + " |")
+            _fmt(data.get("mean_img_per_s"), "{:,.0f}"),
+            _fmt(data.get("campaign_kwh"), "{:.4g}", "not measured")]) + " |")
     header = ["# ResNet-50: systems compared", "",
-              "| system | runs | score (min) | valid | mean cost per run | mean img/s |",
-              "|---|---|---|---|---|---|"]
+              "| system | runs | score (min) | valid | mean cost per run | mean img/s | energy of the campaign (kWh) |",
+              "|---|---|---|---|---|---|---|"]
     published_rows, notes = published_table_rows()
     footer = ["", "Score: MLPerf olympic mean of run_stop - run_start over 5 runs. "
-              f"Throughput: {score.IMG_S_LABEL}. Per-system details: <system>/summary.md.",
+              f"Throughput: {score.IMG_S_LABEL}. Energy: run_start to run_stop, all ranks, as "
+              "the hardware's counters read it (summary.md names them, or why not measured). "
+              "Per-system details: <system>/summary.md.",
               "", "Rows marked *published* were not run by this project (their img/s is the "
               "write-up's training throughput, not run_start→run_stop); their sources:", ""] + notes
     if not rows:
@@ -58,9 +61,9 @@ def published_table_rows() -> tuple[list[str], list[str]]:
     sources = published.sources()
     cite = {source: f"[{i}]" for i, source in enumerate(sources, start=1)}
     rows = [f"| *published* {t.label}, to {t.target:.1%} top-1, {t.hardware} {cite[t.source]} | "
-            f"{t.runs} | {t.minutes:.2f} | (published) | — | — |" for t in published.TIMES]
+            f"{t.runs} | {t.minutes:.2f} | (published) | — | — | — |" for t in published.TIMES]
     rows += [f"| *published* {t.label} throughput, {t.hardware} {cite[t.source]} | — | — | — | — | "
-             f"{t.img_per_s:,.0f} |" for t in published.THROUGHPUTS]
+             f"{t.img_per_s:,.0f} | — |" for t in published.THROUGHPUTS]
     return rows, [f"{cite[s]} {s}" for s in sources]
 
 
@@ -70,5 +73,5 @@ def write_comparison(results_dir: Path) -> Path:
     return path
 
 
-def _fmt(value: Any, spec: str) -> str:
-    return "—" if value is None else spec.format(value)
+def _fmt(value: Any, spec: str, none: str = "—") -> str:
+    return none if value is None else spec.format(value)

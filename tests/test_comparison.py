@@ -26,16 +26,16 @@ def test_compare_systems(tmp_path):
     (tmp_path / "gamma").mkdir()                                       # summary only
     (tmp_path / "gamma" / "summary.json").write_text(json.dumps(
         {"runs": [{}] * 5, "score_minutes": 7.5, "valid": True, "cost_per_run_usd": None,
-         "mean_img_per_s": 1234.0}))
+         "mean_img_per_s": 1234.0, "campaign_kwh": 0.25}))
 
     table = comparison.compare_systems(tmp_path)
     rows = [line for line in table.splitlines()
             if line.startswith("| ") and "---" not in line and "*published*" not in line]
     assert rows[0].startswith("| system | runs | score (min) | valid |")
     mean_img_s = sum(TRAIN_SAMPLES * 2 / (m * 60) for m in (10, 20, 30, 40, 50)) / 5
-    assert rows[1] == f"| alpha (a) | 5 | 30.000 | yes | $30.00 | {mean_img_s:,.0f} |"
+    assert rows[1] == f"| alpha (a) | 5 | 30.000 | yes | $30.00 | {mean_img_s:,.0f} | not measured |"
     assert rows[2].startswith("| beta | 3 | 2.000 | no | — |")
-    assert rows[3] == "| gamma | 5 | 7.500 | yes | — | 1,234 |"
+    assert rows[3] == "| gamma | 5 | 7.500 | yes | — | 1,234 | 0.25 |"
     assert len(rows) == 4
 
     path = comparison.write_comparison(tmp_path)

@@ -151,3 +151,16 @@ def test_fast_steps_keep_their_every_steps_windows(tmp_path, clock):
         clock.now += 0.5
         reporter.step(step, 1.0, 0.1, 32)
     assert [w["step"] for w in progress.windows(read_progress(tmp_path / "p.jsonl"))] == [5, 10, 15, 20]
+
+
+def test_the_runs_energy_is_a_record_after_run_stop_and_read_back(tmp_path, clock, capsys):
+    from submission.energy import Energy
+    path = tmp_path / "run_0.jsonl"
+    _run(path, clock)
+    reporter = Reporter("[run 1/5 seed 7]", 20, 10, 64, 5, True, path)
+    assert progress.run_energy(read_progress(path)) is None       # a run that wrote none
+    used = Energy(1850.0, 6.2, "NVML total energy of NVIDIA H200", power_limit_watts=700.0)
+    reporter.energy(used)
+    reporter.close()
+    assert "energy from run_start to run_stop: 1.85 kJ over 6.2 s (298 W" in capsys.readouterr().out
+    assert progress.run_energy(read_progress(path)) == used

@@ -282,3 +282,36 @@ def test_a_damaged_campaign_json_is_an_error_naming_it(tmp_path, capsys):
     assert f"{system / 'campaign.json'} is not valid JSON (line 2, column 13" in err
     assert "restore it from a backup" in err
     assert _files(tmp_path) == before
+
+
+def _energy_record(folder, index, joules=None, why="", seconds=60.0):
+    from submission.energy import Energy
+    record = Energy(joules, seconds, "RAPL package-0" if joules is not None else "", not_measured=why)
+    path = folder / "progress" / f"run_{index}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"kind": "window", "step": 1, "img_per_s": 10.0}) + "\n"
+                    + json.dumps({"kind": "energy", **record.to_dict()}) + "\n")
+
+
+def test_each_runs_energy_and_the_campaigns_kwh_come_from_the_progress_records(tmp_path):
+    folder = _system(tmp_path, [10.0, 12.0])
+    _energy_record(folder, 0, 1.8e6)
+    _energy_record(folder, 1, 1.8e6)
+    summary = score.summarize(folder)
+    assert [r.energy_j for r in summary.runs] == [1.8e6, 1.8e6]
+    assert summary.campaign_kwh == pytest.approx(1.0)
+    text = score.summary_markdown(summary)
+    assert "| energy (kJ) |" in text and "| 1800 |" in text
+    assert "Energy: 1 kWh for the campaign's 2 runs, run_start to run_stop (RAPL package-0)." in text
+    assert score.summarize(folder).to_dict()["campaign_kwh"] == pytest.approx(1.0)
+
+
+def test_energy_not_measured_says_why_and_is_never_zero(tmp_path):
+    folder = _system(tmp_path, [10.0, 12.0])
+    _energy_record(folder, 0, why="RAPL: /sys/class/powercap does not exist")   # run 1 has no records
+    summary = score.summarize(folder)
+    assert [r.energy_j for r in summary.runs] == [None, None] and summary.campaign_kwh is None
+    text = score.summary_markdown(summary)
+    assert text.count("| not measured |") == 2
+    assert "not measured: RAPL: /sys/class/powercap does not exist" in text
+    assert "not measured: no progress records beside the log" in text

@@ -178,3 +178,20 @@ def test_amp_is_fp16_with_a_grad_scaler_and_bf16_is_refused_on_an_emulating_gpu(
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Tesla V100-SXM2-16GB")
     with pytest.raises(RuntimeError, match="V100.*no bf16 support"):
         autocast_for(resolve("p4d", {"amp_dtype": "bf16"}), cuda)
+
+
+@pytest.mark.parametrize("system, overrides", [
+    ("p4d", {}), ("p4d", {"recipe": "medium", "scale_schedule_ratio": "0.75"}),
+    ("p4d", {"recipe": "hot", "scale_schedule_ratio": "3"}), ("p4d", {"recipe": "baseline"}),
+    ("cpu", {}), ("cpu", {"recipe": "hot"}), ("cpu", {"resize_granularity": "epoch", "epochs": "2"})])
+def test_the_side_runs_found_by_bisection_are_those_of_every_step(system, overrides):
+    plan = RunPlan.of(resolve(system, overrides), 40_000)
+    every_step = []
+    for step in range(plan.total_steps):
+        side = plan.side(step)
+        if every_step and every_step[-1][0] == side:
+            every_step[-1][2] += 1
+        else:
+            every_step.append([side, step, 1])
+    assert [tuple(run) for run in every_step] == plan.side_runs()
+    assert len(plan.side_runs()) > 1 or overrides.get("recipe") == "baseline"

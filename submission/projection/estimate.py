@@ -23,8 +23,11 @@ def project(config: Config, profile: BenchProfile, loader_profile: BenchProfile 
     model = rates(config, plan, profile, loader_profile, efficiency, infer_sides)
     parts = schedule.parts_until(config, plan, profile, model, eval_images, plan.total_steps)
     early = schedule.early_stop(config, plan, profile, model, eval_images)
+    power = profile.power
+    watts = power.watts if power is not None else None
     return Projection(config.system_id, config.recipe, model.processes, parts, config.runs,
                       config.price_usd_per_hour,
                       text.assumptions(config, plan, profile, loader_profile, model, images, early),
                       text.warnings(config, profile, loader_profile), early,
-                      text.loader_summary(config, model, parts, loader_profile))
+                      text.loader_summary(config, model, parts, loader_profile), watts,
+                      text.energy_note(profile))

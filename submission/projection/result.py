@@ -37,6 +37,9 @@ class Projection:
     early_stop: tuple[float, float] | None = None
     # where the loader limits the run (a torchvision loader, or figures from loader_profile=)
     loader_summary: list[str] = field(default_factory=list)
+    # the profile's measured power per process while training; None: not measured (energy_note)
+    watts_per_process: float | None = None
+    energy_note: str = ""
 
     def of_kind(self, kind: str) -> list[Part]:
         return [p for p in self.parts if p.kind == kind]
@@ -67,6 +70,18 @@ class Projection:
     @property
     def run_cost_usd(self) -> float | None:
         return self.run_minutes / 60 * self.price_usd_per_hour if self.price_usd_per_hour else None
+
+    @property
+    def run_kwh(self) -> float | None:
+        """Energy of a run at the profile's measured training power, every part of the run at it."""
+        if self.watts_per_process is None:
+            return None
+        return self.watts_per_process * self.processes * self.run_minutes * 60 / 3.6e6
+
+    @property
+    def campaign_kwh(self) -> float | None:
+        kwh = self.run_kwh
+        return None if kwh is None else kwh * self.runs
 
     @property
     def campaign_cost_usd(self) -> float | None:

@@ -188,6 +188,19 @@ def loader_summary(config: Config, rates: Rates, parts: list[Part],
     ]
 
 
+def energy_note(profile: BenchProfile) -> str:
+    """Where a projection's energy comes from, or why it has none."""
+    power = profile.power
+    if power is None:
+        return ("not projected: the profile holds no power figures (a bench of this version on a "
+                "GPU with NVML, or a CPU host with readable RAPL counters, measures them)")
+    if power.watts is None:
+        return f"not projected: the profile's power was not measured ({power.not_measured})"
+    return (f"at the profile's {power.watts:.0f} W per process training at {power.side} px "
+            f"({power.source}; measured on {profile.measured.device_name}), applied to every part "
+            "of the run and to each process: a device of another kind draws other watts")
+
+
 def _cost(value: float | None) -> str:
     return "—" if value is None else f"${value:,.2f}"
 
@@ -218,7 +231,9 @@ def format_projection(p: Projection) -> str:
         lines.append(f"| *published* {rate.label} training throughput ({rate.source}) | | "
                      f"{rate.img_per_s:,.0f} | | |")
     lines += ["", f"Cost: {_cost(p.run_cost_usd)} per run, {_cost(p.campaign_cost_usd)} for the "
-              "campaign (whole budget)."]
+              "campaign (whole budget).",
+              (f"Energy: {p.run_kwh:.4g} kWh per run, {p.campaign_kwh:.4g} for the campaign (whole "
+               f"budget), {p.energy_note}." if p.run_kwh is not None else f"Energy: {p.energy_note}.")]
     if times or rate:
         lines.append("Rows marked *published* were not measured here: the figures of the write-ups "
                      "for this system, beside the projection.")

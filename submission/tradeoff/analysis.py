@@ -78,6 +78,7 @@ class Point(_Record):
     minutes: float          # training minutes of the whole budget (evaluation excluded)
     cost_usd: float | None  # at the system's price; None without a price
     evaluations: tuple[Evaluation, ...] = ()
+    joules: float | None = None     # run_start to run_stop, evaluations in; None: not measured
 
     def __post_init__(self) -> None:
         run = f"the run of {self.configuration!r} at budget {self.budget!r}, seed {self.seed}:"
@@ -116,6 +117,7 @@ class CurvePoint(_Record):
     minutes_min: float
     minutes_max: float
     cost_mean: float | None     # None without a price
+    kj_mean: float | None = None    # energy per run over the seeds; None unless every one was measured
 
     def __post_init__(self) -> None:
         where = f"the curve point of {self.configuration!r} at budget {self.budget!r}:"
@@ -163,6 +165,7 @@ def _curve_point(configuration: str, budget: float, runs: list[Point]) -> CurveP
     top1 = [run.top1 for run in runs]
     minutes = [run.minutes for run in runs]
     costs = [run.cost_usd for run in runs if run.cost_usd is not None]
+    joules = [run.joules for run in runs]
     if costs and len(costs) != len(runs):
         raise ValueError(f"{configuration!r} at budget {budget:g}: {len(costs)} of {len(runs)} runs "
                          "have a cost: price every run of a tradeoff (one price_usd_per_hour) or none")
@@ -170,7 +173,8 @@ def _curve_point(configuration: str, budget: float, runs: list[Point]) -> CurveP
                       statistics.fmean(top1), statistics.stdev(top1) if len(top1) > 1 else 0.0,
                       min(top1), max(top1),
                       statistics.fmean(minutes), min(minutes), max(minutes),
-                      statistics.fmean(costs) if costs else None)
+                      statistics.fmean(costs) if costs else None,
+                      statistics.fmean(joules) / 1000 if None not in joules else None)
 
 
 def curve_points(points: Iterable[Point]) -> list[CurvePoint]:

@@ -24,12 +24,13 @@ from .. import runs
 from ..config import Config, resolve
 from ..errors import ConfigError
 from ..jsonfile import write_json
+from ..progress import read_progress, run_energy
 from ..results import CampaignError, read_json, results_root
 from ..system_description import run_description
 from .analysis import Evaluation, Point
 from .grid import COMMAND_LINE_KEYS, Grid, GridPoint
 
-LOG, RECORD = "log.txt", "point.json"
+LOG, RECORD, PROGRESS = "log.txt", "point.json", "progress.jsonl"
 WHOLE_BUDGET = "no target"          # the start of run_stop's reason when a run trained its budget
 
 
@@ -83,10 +84,11 @@ def run_point(grid: Grid, point: GridPoint, config: Config, folder: Path, count:
         label = f"[point {point.index}/{count - 1} {point.configuration} @{point.budget:g} seed {point.seed}]"
         runs.run_once(config, ["--config", str(config_file), "--data", str(data_file),
                                "--seed", str(point.seed), "--label", label,
-                               "--progress", str(where / "progress.jsonl")],
+                               "--progress", str(where / PROGRESS)],
                       where / LOG, f"point {point.index} ({point.label})", where / "run.log", "[tradeoff]")
         try:
-            write_json(where / RECORD, point_record(point, where / LOG, config.price_usd_per_hour).to_dict())
+            write_json(where / RECORD, point_record(point, where / LOG, config.price_usd_per_hour,
+                                                    where / PROGRESS).to_dict())
         except StoppedEarly as exc:
             print(f"[tradeoff] {exc}", flush=True)
 
@@ -116,10 +118,10 @@ class StoppedEarly(CampaignError):
     kept, and left out of the curves, which compare whole budgets."""
 
 
-def point_record(point: GridPoint, log: Path, price_usd_per_hour: float) -> Point:
+def point_record(point: GridPoint, log: Path, price_usd_per_hour: float, progress: Path | None = None) -> Point:
     """The point's figures from its MLPerf log: top-1 at the end of the budget, and the
     minutes from run_start to run_stop with the evaluations left out (as the write-ups count
-    training time), at each evaluation too."""
+    training time), at each evaluation too; its energy from its progress records."""
     from mlperf_logging.compliance_checker.mlp_parser import parse_file
     lines, _ = parse_file(str(log), ruleset="2.0.0")
     first = {}
@@ -143,8 +145,9 @@ def point_record(point: GridPoint, log: Path, price_usd_per_hour: float) -> Poin
                            "move that folder aside to run the point again")
     minutes = (first["run_stop"].timestamp - first["run_start"].timestamp - eval_ms) / 60000
     cost = minutes / 60 * price_usd_per_hour if price_usd_per_hour else None
+    used = run_energy(read_progress(progress)) if progress is not None and progress.is_file() else None
     return Point(point.configuration, point.budget, point.seed, evaluations[-1].top1, minutes, cost,
-                 tuple(evaluations))
+                 tuple(evaluations), used.joules if used else None)
 
 
 def finished_points(grid: Grid, folder: Path, price_usd_per_hour: float,
@@ -168,7 +171,8 @@ def finished_points(grid: Grid, folder: Path, price_usd_per_hour: float,
         record = where / RECORD
         if not record.is_file():
             try:
-                write_json(record, point_record(point, where / LOG, price_usd_per_hour).to_dict())
+                write_json(record, point_record(point, where / LOG, price_usd_per_hour,
+                                                where / PROGRESS).to_dict())
             except StoppedEarly as exc:
                 left_out.append(str(exc))
                 continue

@@ -102,5 +102,7 @@ def _projected(config: Config, curve: CurvePoint, profile: BenchProfile, loader:
     projection = project(config, profile, loader, dp, infer_sides=True)
     minutes = projection.run_minutes - projection.evaluation_minutes    # as a measured point counts them
     cost = minutes / 60 * config.price_usd_per_hour if config.price_usd_per_hour else None
+    kwh = projection.run_kwh
     return CurvePoint(curve.configuration, curve.budget, curve.seeds, curve.top1_mean, curve.top1_std,
-                      curve.top1_min, curve.top1_max, minutes, minutes, minutes, cost)
+                      curve.top1_min, curve.top1_max, minutes, minutes, minutes, cost,
+                      None if kwh is None else kwh * 3600)

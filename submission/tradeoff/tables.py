@@ -42,9 +42,10 @@ def curve_table(curve_points: Iterable[CurvePoint]) -> list[str]:
     rows = [[p.configuration, f"{p.budget:g}", p.seeds,
              f"{_percent(p.top1_mean)} ± {p.top1_std * 100:.2f} "
              f"[{p.top1_min * 100:.2f}–{p.top1_max * 100:.2f}]",
-             f"{p.minutes_mean:.3f}", _fmt(p.cost_mean, "${:.2f}")] for p in curve_points]
+             f"{p.minutes_mean:.3f}", _fmt(p.cost_mean, "${:.2f}"),
+             _fmt(p.kj_mean, "{:.4g}") if p.kj_mean is not None else "not measured"] for p in curve_points]
     return _table(("configuration", "budget", "seeds", "top-1: mean ± std [min–max] (%)",
-                   "minutes (mean)", "cost per run (mean)"), rows)
+                   "minutes (mean)", "cost per run (mean)", "energy per run (kJ, mean)"), rows)
 
 
 def frontier_table(frontier_points: Iterable[CurvePoint]) -> list[str]:

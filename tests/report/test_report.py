@@ -203,6 +203,31 @@ def test_steadiness_flags_a_slow_first_window_and_a_slow_first_evaluation(tmp_pa
     assert "| result_1 | 5 (4) | 0.60x | window 1 (16 px) |" in table and "| NO |" in table
 
 
+def test_side_changes_are_held_against_the_new_sides_steady_rate(tmp_path):
+    """The window in which the side changed: its rate over the new side's steady rate, the
+    seconds it lost against that rate, and the window after it; and each run's first window."""
+    from submission.report import steadiness
+
+    folder = tmp_path / "sys"
+    write_runs(folder, [10.0, 10.0], epochs=3)
+    _windows(folder / "progress" / "run_0.jsonl", [(16, 100), (16, 100), (16, 100), (32, 10), (32, 50)])
+    _windows(folder / "progress" / "run_1.jsonl", [(16, 60), (16, 100), (16, 100), (32, 50), (32, 46)],
+             eval_before=4)
+    slow, quick = steadiness.campaign_steadiness(folder)
+    assert slow.first_window_ratio == pytest.approx(1.0) and quick.first_window_ratio == pytest.approx(0.6)
+    [change] = slow.side_changes
+    steady_32 = 48.0                     # the median of the judged 32-px windows: 50 and 46
+    assert (change.before, change.after, change.evaluated) == (16, 32, False)
+    assert change.ratio == pytest.approx(10 / steady_32)
+    assert change.lost_s == pytest.approx(5 * 64 / 10 - 5 * 64 / steady_32)
+    assert change.next_ratio == pytest.approx(50 / steady_32)
+    [other] = quick.side_changes
+    assert other.lost_s == 0.0 and other.evaluated
+    table = "\n".join(steadiness.markdown(folder))
+    assert f"| result_0 | 16 -> 32 px | 0.21x | {change.lost_s:.2f} | 1.04x |  |" in table
+    assert "| result_1 | 16 -> 32 px | 1.04x | 0.00 | 0.96x | an evaluation in it too |" in table
+
+
 def test_report_of_a_damaged_campaign_json_is_refused(tmp_path, capsys):
     folder = _foreign(tmp_path)
     (folder / "campaign.json").write_text('{"config": {"settings": {"target_accuracy": 0.65,}}}')

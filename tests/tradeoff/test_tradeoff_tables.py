@@ -9,14 +9,21 @@ HEADER_AND_RULE = 2
 
 
 def test_curve_table_shows_the_spread_over_seeds_and_a_dash_without_cost():
-    points = [Point("mild", 0.5, 0, 0.70, 10.0, 1.0), Point("mild", 0.5, 1, 0.74, 12.0, 1.2),
-              Point("mild", 0.5, 2, 0.72, 11.0, 1.1), Point("hot", 2.6, 0, 0.80, 250.0, None)]
+    points = [Point("mild", 0.5, 0, 0.70, 10.0, 1.0, joules=1000.0),
+              Point("mild", 0.5, 1, 0.74, 12.0, 1.2, joules=1500.0),
+              Point("mild", 0.5, 2, 0.72, 11.0, 1.1, joules=2000.0), Point("hot", 2.6, 0, 0.80, 250.0, None)]
     lines = curve_table(curve_points(points))
     assert lines[0].startswith("| configuration | budget | seeds |")
     assert lines[HEADER_AND_RULE:] == [
-        "| hot | 2.6 | 1 | 80.00% ± 0.00 [80.00–80.00] | 250.000 | — |",
-        "| mild | 0.5 | 3 | 72.00% ± 2.00 [70.00–74.00] | 11.000 | $1.10 |",
+        "| hot | 2.6 | 1 | 80.00% ± 0.00 [80.00–80.00] | 250.000 | — | not measured |",
+        "| mild | 0.5 | 3 | 72.00% ± 2.00 [70.00–74.00] | 11.000 | $1.10 | 1.5 |",
     ]
+
+
+def test_a_curve_point_has_no_energy_unless_every_seed_was_measured():
+    measured = Point("mild", 0.5, 0, 0.70, 10.0, None, joules=1000.0)
+    assert curve_points([measured])[0].kj_mean == 1.0
+    assert curve_points([measured, Point("mild", 0.5, 1, 0.74, 12.0, None)])[0].kj_mean is None
 
 
 def one_seed(configuration, budget, top1, minutes, cost=None):

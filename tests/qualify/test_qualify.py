@@ -1,0 +1,64 @@
+"""`python -m submission qualify` at CPU scale, as a user runs it: every recipe's profile and a
+short campaign inside the budget, in a folder small enough to copy back from a rented machine."""
+from __future__ import annotations
+
+import json
+import shlex
+import time
+
+import pytest
+
+from conftest import run_submission
+from submission.cli import main as cli_main
+from submission.qualify import plan, record
+
+BUDGET_MINUTES = 8          # the parts measured 4-5 min on a slow 2-vCPU build machine (docs/qualify.md)
+
+
+@pytest.mark.e2e
+def test_qualify_profiles_every_recipe_and_times_a_campaign_inside_its_budget(tmp_path):
+    out = tmp_path / "out"
+    began = time.monotonic()
+    done = run_submission("qualify", f"minutes={BUDGET_MINUTES}", f"out={out}",
+                          f"cache_dir={tmp_path / 'cache'}", timeout=BUDGET_MINUTES * 60 + 120)
+    elapsed = time.monotonic() - began
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    assert elapsed < BUDGET_MINUTES * 60 + 30, f"took {elapsed:.0f} s of a {BUDGET_MINUTES}-min budget"
+    assert f"record: {out / record.MARKDOWN}" in done.stdout
+
+    files = {p.name: p.stat().st_size for p in out.iterdir()}
+    assert len(files) <= 8 and max(files.values()) < 4 * 2**20, files
+    assert {record.MARKDOWN, record.RECORD, record.LOG, record.REPORT,
+            *(record.profile_name(r) for r in plan.RECIPES)} <= set(files)
+
+    q = record.read(out)
+    status = {part.name: part.status for part in q.parts}
+    assert [status[p.name] for p in plan.parts("cpu")[:4]] == [record.DONE] * 4, status
+    assert status["bench mild compiled"] == record.LEFT_OUT      # minutes of compiling on 2 cores
+    assert [r.recipe for r in q.recipes] == list(plan.RECIPES)
+    for recipe in q.recipes:                                      # each profile projects a run
+        words = shlex.split(recipe.project_command)[3:]
+        projected = run_submission(*words, timeout=180)
+        assert projected.returncode == 0, projected.stderr
+        assert f"# Projection: recipe {recipe.recipe}" in projected.stdout
+        assert json.loads((out / recipe.profile).read_text())["settings"]["recipe"] == recipe.recipe
+
+    campaign = q.campaign
+    assert campaign is not None and len(campaign.runs) == 2
+    assert all(run.minutes and run.minutes > 0 and run.first_window_ratio for run in campaign.runs)
+    for run in campaign.runs:     # measured where RAPL is readable, else not measured and why
+        assert (run.joules is None) == campaign.energy_note.startswith("not measured: ")
+        assert run.joules is None or run.joules > 0
+    assert "RAPL" in campaign.energy_note
+    text = (out / record.MARKDOWN).read_text()
+    assert "## The short campaign" in text and campaign.energy_note.split(":")[0] in text
+    assert "| energy (kJ) |" in (out / record.REPORT).read_text()
+
+
+def test_bad_options_are_refused_before_anything_runs(tmp_path, capsys):
+    for words, message in ((["minutes=0"], "minutes=0: give the budget in minutes"),
+                           (["recipes=mild,spicy"], "qualify profiles mild, medium, hot"),
+                           (["out="], "out takes a value")):
+        assert cli_main(["qualify", *words, f"cache_dir={tmp_path}", f"out={tmp_path / 'out'}"]) == 2
+        assert message in capsys.readouterr().err
+        assert not list(tmp_path.iterdir())
