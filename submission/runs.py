@@ -20,6 +20,7 @@ import sys
 import threading
 from pathlib import Path
 
+from . import said
 from . import settings as declared
 from .config import REPO_ROOT, Config
 from .distributed import cpu_threads
@@ -68,13 +69,12 @@ def plan_launch(config: Config, say: str = "[campaign]") -> LaunchPlan:
     note, on lines that start with `say`."""
     plan = launch_plan(config)
     launched = plan.config
-    print(f"{say} system {launched.system_id} ({launched.system_name}): {launched.dataset} on "
-          f"{launched.device_type}, {launched.world_size} process(es)"
-          + (f", {launched.description['accelerator_model_name']}" if launched.device_type == "cuda" else
-             f", {cpu_threads(launched)} torch and {launched.workers_per_device} loader threads each"),
-          flush=True)
+    said.say(f"{say} system {launched.system_id} ({launched.system_name}): {launched.dataset} on "
+             f"{launched.device_type}, {launched.world_size} process(es)"
+             + (f", {launched.description['accelerator_model_name']}" if launched.device_type == "cuda" else
+                f", {cpu_threads(launched)} torch and {launched.workers_per_device} loader threads each"))
     for note in plan.notes:
-        print(f"{say} {note}", flush=True)
+        said.say(f"{say} {note}")
     return plan
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import psutil
 
+from .. import said
 from ..config import Config, ConfigError
 from . import sources
 from .image_checks import bad_image_listing, forget_verdicts, manifest_path
@@ -161,7 +162,7 @@ def cached_beton(split, folder: Path, split_name: str, settings: dict, workers: 
             record.write_text(f"{size}\n")                       # recorded: checked once
         recorded = record.read_text().strip() if record.is_file() else ""
         if recorded == str(size):
-            print(f"[prepare] reusing {path} (same images and write settings)", file=sys.stderr)
+            said.say(f"[prepare] reusing {path} (same images and write settings)", file=sys.stderr)
             return path
         print(f"[prepare] {path} is {size} bytes, but {recorded or 'it cannot be read and no size'} "
               "was recorded when it was written: damaged, rebuilding it", file=sys.stderr)

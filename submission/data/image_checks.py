@@ -16,6 +16,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from ..config import Config, ConfigError
+from .. import said
 from ..jsonfile import write_json
 from . import sources
 from .progress_meter import ProgressMeter
@@ -85,8 +86,8 @@ def check_images(split: sources.FolderSplit, workers: int, manifest: Path,
                 progress.advance()
         progress.done()
     if len(todo) < len(split.samples):
-        print(f"[prepare] {len(split.samples) - len(todo)} images of {sources.display(split.root)} "
-              f"unchanged since verified ({manifest.name}): not decoded again", file=sys.stderr)
+        said.say(f"[prepare] {len(split.samples) - len(todo)} images of {sources.display(split.root)} "
+                 f"unchanged since verified ({manifest.name}): not decoded again", file=sys.stderr)
     for path, _ in split.samples:
         _, _, problem, height, width = verdicts[str(path)]
         problem = problem or unusable(height, width)

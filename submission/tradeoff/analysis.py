@@ -7,7 +7,9 @@ is one more curve). Each is trained at several budgets and seeds; a `Point` is o
 Read off the curves: the Pareto frontier (by minutes or by cost), the cheapest point that
 reaches a target, each point's speed-up against a baseline configuration (the baseline's
 minutes at the same top-1, read along the baseline's own frontier), and time to accuracy
-from the evaluations a run took on its way.
+from the evaluations a run took on its way. Read off the runs: timings that look disturbed
+(a seed far slower than the point's others, or a run far slower per unit of budget than its
+configuration's other budgets), flagged, never averaged in silence.
 """
 from __future__ import annotations
 
@@ -17,6 +19,10 @@ from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Any, Iterable, Sequence
 
 AXES = ("minutes", "cost")      # what a frontier, a cheapest point or a plot is measured by
+# a run slower than this many times its point's fastest seed, or its configuration's other
+# budgets per unit of budget, is flagged: seeds of one point trained the same images in about
+# the same time on a quiet machine (docs/tradeoff.md); the report's `spread_limit=` changes it
+SPREAD_LIMIT = 1.5
 
 
 def _check_fraction(what: str, value: Any) -> None:
@@ -148,6 +154,18 @@ class TimeToAccuracy(_Record):
     minutes_mean: float | None  # mean over the seeds that reached it; None when none did
 
 
+@dataclass(frozen=True)
+class Disturbed(_Record):
+    """A run whose timing looks disturbed: the machine was likely shared or throttled."""
+    configuration: str
+    budget: float
+    seed: int
+    minutes: float
+    expected_minutes: float     # what the comparison says it should have taken
+    factor: float               # minutes / expected_minutes
+    reason: str
+
+
 # ---------------------------------------------------------------------------
 def _grouped(points: Iterable[Point]) -> dict[tuple[str, float], list[Point]]:
     """(configuration, budget) -> its runs, sorted by key; a seed repeated is an error."""
@@ -181,6 +199,41 @@ def curve_points(points: Iterable[Point]) -> list[CurvePoint]:
     """One CurvePoint per (configuration, budget), over its seeds, sorted by both."""
     return [_curve_point(configuration, budget, runs)
             for (configuration, budget), runs in _grouped(points).items()]
+
+
+def disturbed(points: Iterable[Point], limit: float = SPREAD_LIMIT) -> list[Disturbed]:
+    """The runs whose minutes are more than `limit` times (a) their point's fastest seed's,
+    or (b) for their minutes per unit of budget, the median of their configuration's runs
+    at other budgets; each once, the first rule that holds, sorted by configuration, budget
+    and seed."""
+    if not limit > 1:
+        raise ValueError(f"spread_limit={limit!r}: give a factor above 1 (default {SPREAD_LIMIT})")
+    groups = _grouped(points)
+    found: dict[tuple[str, float, int], Disturbed] = {}
+    for (configuration, budget), runs in groups.items():
+        fastest = min(runs, key=lambda run: run.minutes)
+        for run in runs:
+            if run.minutes > limit * fastest.minutes:
+                found[(configuration, budget, run.seed)] = Disturbed(
+                    configuration, budget, run.seed, run.minutes, fastest.minutes,
+                    run.minutes / fastest.minutes,
+                    f"{run.minutes / fastest.minutes:.1f}x its fastest seed's minutes ({fastest.minutes:.3g} "
+                    f"min, seed {fastest.seed}): the machine was likely shared or throttled while it ran")
+    for (configuration, budget), runs in groups.items():
+        others = [other.minutes / other.budget for (name, other_budget), group in groups.items()
+                  if name == configuration and other_budget != budget for other in group]
+        if not others:
+            continue
+        per_budget = statistics.median(others)
+        for run in runs:
+            expected = per_budget * run.budget
+            if (configuration, budget, run.seed) not in found and run.minutes > limit * expected:
+                found[(configuration, budget, run.seed)] = Disturbed(
+                    configuration, budget, run.seed, run.minutes, expected, run.minutes / expected,
+                    f"{run.minutes / expected:.1f}x the minutes its configuration's other budgets "
+                    f"take per unit of budget ({expected:.3g} min at this budget): the machine was "
+                    "likely shared or throttled while it ran")
+    return [found[key] for key in sorted(found)]
 
 
 def check_axis(curve_points: Sequence[CurvePoint], by: str) -> None:

@@ -2,6 +2,7 @@
 
     tradeoff [grid=NAME|FILE] [system=NAME] [key=value ...]   every point not finished, then the report
     tradeoff grid=NAME point=K [...]       point K alone (one SLURM array task: scripts/slurm/run.sbatch)
+    tradeoff grid=NAME point=K redo=true   point K trained again, its old run kept under attempts/
     tradeoff grid=NAME --list [...]        the points with their numbers, and the SLURM array command
     tradeoff grid=NAME --report [...]      the report of the points finished so far, running none
     tradeoff published                     the write-ups' ImageNet points, drawn per system
@@ -9,21 +10,26 @@
 The default grid is `embedded` (Fashion-MNIST) without data_dir, `imagenet` with it. On an
 ImageNet grid, profile=FILE [profile_<recipe>=FILE ...] [loader_profile=FILE] [dp_efficiency=F]
 [systems=A,B] also projects every point's minutes and dollars to each system with accelerators
-(or those named): tradeoff/projected.py.
+(or those named): tradeoff/projected.py. The report flags runs whose minutes look disturbed
+(spread_limit=F, default 1.5: slower than F times their point's fastest seed, or their
+configuration's other budgets per unit of budget), each with the command that redoes it.
 """
 from __future__ import annotations
 
 import fcntl
 from pathlib import Path
 
-from .. import descriptor, published, runs
+import time
+
+from .. import descriptor, published, runs, said
 from ..config import REPO_ROOT, Config, parse_overrides, resolve
 from ..errors import ConfigError
+from . import analysis, report
 from . import points as grid_points
-from . import report
 from .grid import Grid, load_grid
+from .grid_progress import GridProgress
 
-OPTIONS = ("grid", "point", "profile", "loader_profile", "systems", "dp_efficiency")
+OPTIONS = ("grid", "point", "profile", "loader_profile", "systems", "dp_efficiency", "redo", "spread_limit")
 FLAGS = ("--list", "--report")
 
 
@@ -56,20 +62,58 @@ def main(words: list[str]) -> int:
         print(listing(grid, points, folder, words))
         return 0
     chosen = _chosen(points, options.get("point"))
+    redo = _redo(options, chosen)
+    _spread_limit(options)
     if "--report" not in flags:
         grid_points.record_grid(grid, first, folder, given)
         try:
-            with runs.terminate_as_interrupt():
-                for point in chosen:
-                    grid_points.run_point(grid, point, configs[point.index], folder, len(points))
+            with runs.terminate_as_interrupt(), said.once_each():
+                run_points(grid, chosen, configs, folder, len(points), redo)
         except BaseException:           # a point that fails or is stopped leaves the others' report
             try:
-                print(f"[tradeoff] report: {write(grid, configs, folder, options)}", flush=True)
+                print(f"[tradeoff] report: {write(grid, configs, folder, options, given)}", flush=True)
             except Exception as exc:    # said, so that the point's own error stays the one raised
                 print(f"[tradeoff] the report of the finished points could not be written: {exc}", flush=True)
             raise
-    print(f"[tradeoff] report: {write(grid, configs, folder, options)}", flush=True)
+    print(f"[tradeoff] report: {write(grid, configs, folder, options, given)}", flush=True)
     return 0
+
+
+def run_points(grid: Grid, chosen, configs: dict[int, Config], folder: Path, count: int, redo: bool) -> None:
+    """Each chosen point in turn (its old run set aside first with redo), a progress line after
+    each when there are several."""
+    progress = GridProgress(chosen)
+    for point in chosen:
+        if redo:
+            grid_points.redo(folder, point)
+        ran = not grid_points.is_finished(folder, point)
+        began = time.monotonic()
+        grid_points.run_point(grid, point, configs[point.index], folder, count)
+        progress.finished(point, (time.monotonic() - began) / 60 if ran else None)
+        if len(chosen) > 1:
+            print(progress.line(), flush=True)
+
+
+def _redo(options: dict, chosen) -> bool:
+    value = options.get("redo", "false")
+    if value not in ("true", "false"):
+        raise ConfigError(f"redo={value}: give redo=true (with point=K) to train a finished point again")
+    if value == "true" and options.get("point") is None:
+        raise ConfigError("redo=true trains one point again: name it with point=K (tradeoff.md's "
+                          "Disturbed timings give the command for each flagged run; --list numbers them)")
+    return value == "true"
+
+
+def _spread_limit(options: dict) -> float:
+    text = options.get("spread_limit", str(analysis.SPREAD_LIMIT))
+    try:
+        limit = float(text)
+    except ValueError:
+        limit = 0.0
+    if not limit > 1:
+        raise ConfigError(f"spread_limit={text}: give the factor above which a run's minutes are flagged, "
+                          f"a number above 1 (default {analysis.SPREAD_LIMIT:g})")
+    return limit
 
 
 def _default_grid(given: dict[str, str]) -> str:
@@ -101,7 +145,8 @@ def listing(grid: Grid, points, folder: Path, words: list[str]) -> str:
     return "\n".join(lines)
 
 
-def write(grid: Grid, configs: dict[int, Config], folder: Path, options: dict) -> Path:
+def write(grid: Grid, configs: dict[int, Config], folder: Path, options: dict,
+          given: dict[str, str] | None = None) -> Path:
     """The report of the points finished so far (each point's configuration in `configs`); one
     writer at a time (array tasks finish together)."""
     config = configs[0]
@@ -111,7 +156,8 @@ def write(grid: Grid, configs: dict[int, Config], folder: Path, options: dict) -
         finished, left_out = grid_points.finished_points(grid, folder, config.price_usd_per_hour, configs)
         measured = report.Measured(
             grid, config.system_id, config.system_name, _machine(config), config.dataset,
-            config.price_usd_per_hour, finished, len(configs), left_out=left_out)
+            config.price_usd_per_hour, finished, len(configs), left_out=left_out,
+            spread_limit=_spread_limit(options), command_line=dict(given or {}))
         if options.get("profile"):
             from .projected import project_points
             measured.projected, measured.projection_notes = project_points(grid, finished, options)

@@ -1,7 +1,8 @@
 """The tradeoff plot: top-1 against training minutes or cost, a line per configuration.
 
-Our curves carry vertical bars from the lowest to the highest top-1 over their seeds; the
-Pareto frontier is a dashed line; published points (submission.published.PublishedPoint)
+Our curves carry vertical bars from the lowest to the highest top-1 over their seeds and
+horizontal ones from the fewest to the most minutes (or dollars); a point with a disturbed
+timing among its runs is ringed in red; the Pareto frontier is a dashed line; published points (submission.published.PublishedPoint)
 are hollow markers with a legend entry per source and hardware, each labelled and never
 joined to our curves. With published points only, the plot shows them alone.
 """
@@ -31,19 +32,34 @@ def wants_log_axis(values: Sequence[float]) -> bool:
     return bool(values) and min(values) > 0 and max(values) > LOG_SPAN * min(values)
 
 
-def _draw_curves(ax, curve_points: list[CurvePoint], x: str) -> list[float]:
-    """A line with markers and min-max bars per configuration; returns the x values drawn."""
-    drawn = []
+def _x_spread(point: CurvePoint, x: str) -> tuple[float, float]:
+    """How far the fewest and the most minutes (or dollars: the same runs at one price) lie
+    from the mean."""
+    scale = x_value(point, x) / point.minutes_mean
+    return ((point.minutes_mean - point.minutes_min) * scale, (point.minutes_max - point.minutes_mean) * scale)
+
+
+def _draw_curves(ax, curve_points: list[CurvePoint], x: str,
+                 flagged: frozenset = frozenset()) -> list[float]:
+    """A line with markers and min-max bars both ways per configuration, disturbed points
+    ringed; returns the x values drawn."""
+    drawn, ringed = [], []
     for configuration in sorted({p.configuration for p in curve_points}):
         own = sorted((p for p in curve_points if p.configuration == configuration),
                      key=lambda p: x_value(p, x))
         xs = [x_value(p, x) for p in own]
         spread = [[(p.top1_mean - p.top1_min) * 100 for p in own],
                   [(p.top1_max - p.top1_mean) * 100 for p in own]]
+        x_spread = [list(side) for side in zip(*(_x_spread(p, x) for p in own))]
         seeds = "/".join(sorted({str(p.seeds) for p in own}))
-        ax.errorbar(xs, [p.top1_mean * 100 for p in own], yerr=spread, marker="o", capsize=3,
-                    label=f"{configuration} (mean of {seeds} seeds, bars: min-max)")
+        ax.errorbar(xs, [p.top1_mean * 100 for p in own], yerr=spread, xerr=x_spread, marker="o",
+                    capsize=3, label=f"{configuration} (mean of {seeds} seeds, bars: min-max)")
+        ringed += [p for p in own if (p.configuration, p.budget) in flagged]
         drawn += xs
+    if ringed:
+        ax.scatter([x_value(p, x) for p in ringed], [p.top1_mean * 100 for p in ringed], s=160,
+                   facecolors="none", edgecolors="red", linewidths=1.5, zorder=4,
+                   label="a run's timing disturbed (tradeoff.md: Disturbed timings)")
     return drawn
 
 
@@ -64,7 +80,8 @@ def _draw_published(ax, published: list[PublishedPoint]) -> list[float]:
 
 def plot_tradeoff(curve_points: Iterable[CurvePoint], path: Path, x: str = "minutes",
                   frontier: Sequence[CurvePoint] | None = None,
-                  published: Iterable[PublishedPoint] = (), title: str = "") -> Path:
+                  published: Iterable[PublishedPoint] = (), title: str = "",
+                  flagged: frozenset = frozenset()) -> Path:
     """Draw the plot to path (a PNG) and return path."""
     curve_points, frontier, published = list(curve_points), list(frontier or ()), list(published)
     check_axis(curve_points + frontier, x)
@@ -74,7 +91,7 @@ def plot_tradeoff(curve_points: Iterable[CurvePoint], path: Path, x: str = "minu
     if not curve_points and not published:
         raise ValueError("nothing to draw: no curve points and no published points")
     fig, ax = plt.subplots(figsize=(8, 5))
-    xs = _draw_curves(ax, curve_points, x)
+    xs = _draw_curves(ax, curve_points, x, flagged)
     if frontier:
         ax.plot([x_value(p, x) for p in frontier], [p.top1_mean * 100 for p in frontier],
                 linestyle="--", color="black", linewidth=1, zorder=3, label=f"Pareto frontier (by {x})")

@@ -8,7 +8,8 @@
                                         (log.txt.partial while it runs)
       points/<slug>/progress.jsonl, run.log
       points/<slug>/point.json          the point's figures (tradeoff.analysis.Point)
-      attempts/                         logs of interrupted points, kept aside
+      attempts/                         logs of interrupted points, kept aside, and the runs of
+                                        points redone (redo=true), each in a folder of its own
 
 A point is locked while it runs (one SLURM array task each), never rewritten once finished,
 and redone when a run of it was interrupted. Its log is an MLPerf log of a run without a target:
@@ -30,7 +31,7 @@ from ..system_description import run_description
 from .analysis import Evaluation, Point
 from .grid import COMMAND_LINE_KEYS, Grid, GridPoint
 
-LOG, RECORD, PROGRESS = "log.txt", "point.json", "progress.jsonl"
+LOG, RECORD, PROGRESS, TRANSCRIPT = "log.txt", "point.json", "progress.jsonl", "run.log"
 WHOLE_BUDGET = "no target"          # the start of run_stop's reason when a run trained its budget
 
 
@@ -59,6 +60,29 @@ def is_finished(folder: Path, point: GridPoint) -> bool:
     return (point_folder(folder, point) / LOG).is_file()
 
 
+def redo(folder: Path, point: GridPoint) -> Path | None:
+    """Move a finished point's run (its log, records, transcript) to attempts/<slug>-<time>/,
+    so that the next run_point trains it again; the folder it went to, or None when the point
+    has no run to move. The point's other files (config.json, data.json) stay."""
+    where = point_folder(folder, point)
+    moved = [where / name for name in (LOG, LOG + ".partial", RECORD, PROGRESS, TRANSCRIPT)
+             if (where / name).exists()]
+    if not moved:
+        return None
+    kept = folder / "attempts" / f"{point.slug}-{runs.stamp()}"
+    kept.mkdir(parents=True)
+    for path in moved:
+        path.rename(kept / path.name)
+    print(f"[tradeoff] point {_numbered(point, None)}: {point.label}, its run moved to {kept}; "
+          "training it again", flush=True)
+    return kept
+
+
+def _numbered(point: GridPoint, count: int | None) -> str:
+    """"3 of 24 (point=2)": the place a person counts, and the index point= and SLURM use."""
+    return f"{point.index + 1}" + (f" of {count}" if count else "") + f" (point={point.index})"
+
+
 def run_point(grid: Grid, point: GridPoint, config: Config, folder: Path, count: int) -> None:
     """Train the point's whole budget, unless it is finished already (with these settings)."""
     where = point_folder(folder, point)
@@ -80,12 +104,13 @@ def run_point(grid: Grid, point: GridPoint, config: Config, folder: Path, count:
         config_file, data_file = where / "config.json", where / "data.json"
         write_json(config_file, config.to_dict())
         write_json(data_file, data.to_dict())
-        print(f"[tradeoff] point {point.index}/{count - 1}: {point.label}", flush=True)
-        label = f"[point {point.index}/{count - 1} {point.configuration} @{point.budget:g} seed {point.seed}]"
+        print(f"[tradeoff] point {_numbered(point, count)}: {point.label}", flush=True)
+        label = f"[point {point.index + 1}/{count} {point.configuration} @{point.budget:g} seed {point.seed}]"
         runs.run_once(config, ["--config", str(config_file), "--data", str(data_file),
                                "--seed", str(point.seed), "--label", label,
                                "--progress", str(where / PROGRESS)],
-                      where / LOG, f"point {point.index} ({point.label})", where / "run.log", "[tradeoff]")
+                      where / LOG, f"point {_numbered(point, count)}, {point.label},", where / TRANSCRIPT,
+                      "[tradeoff]")
         try:
             write_json(where / RECORD, point_record(point, where / LOG, config.price_usd_per_hour,
                                                     where / PROGRESS).to_dict())
@@ -95,7 +120,7 @@ def run_point(grid: Grid, point: GridPoint, config: Config, folder: Path, count:
 
 def _say_finished(point: GridPoint, where: Path, config: Config, count: int) -> None:
     _check_recorded(where, config)
-    print(f"[tradeoff] point {point.index}/{count - 1} ({point.label}) already finished: {where / LOG}",
+    print(f"[tradeoff] point {_numbered(point, count)}: {point.label}, already finished: {where / LOG}",
           flush=True)
 
 

@@ -39,6 +39,24 @@ class Measured:
     projected: dict[str, list[CurvePoint]] = field(default_factory=dict)
     projection_notes: list[str] = field(default_factory=list)
     left_out: list[str] = field(default_factory=list)     # points that stopped before their budget's end
+    spread_limit: float = analysis.SPREAD_LIMIT          # a run slower than this is flagged
+    command_line: dict[str, str] = field(default_factory=dict)   # the settings given to every point
+
+    def disturbed(self) -> list[analysis.Disturbed]:
+        return analysis.disturbed(self.points, self.spread_limit)
+
+    def flagged(self) -> frozenset:
+        """(configuration, budget) of every point with a disturbed run."""
+        return frozenset((d.configuration, d.budget) for d in self.disturbed())
+
+    def redo_commands(self) -> dict[tuple[str, float, int], str]:
+        """The command that runs each point of the grid again (its old run kept under attempts/)."""
+        given = " ".join(f"{k}={v}" for k, v in self.command_line.items())
+        shipped = Path(self.grid.source).parent == Path("submission/grids")
+        grid = self.grid.name if shipped else self.grid.source
+        return {(p.configuration, p.budget, p.seed):
+                f"python -m submission tradeoff grid={grid} point={p.index} redo=true"
+                + (f" {given}" if given else "") for p in self.grid.points()}
 
 
 def _axis(curve_points: list[CurvePoint]) -> str:
@@ -84,26 +102,43 @@ def _header(measured: Measured) -> list[str]:
         + [f"Left out: {why}." for why in measured.left_out] + ([""] if measured.left_out else [])
 
 
+def _disturbed_section(measured: Measured) -> list[str]:
+    found = measured.disturbed()
+    lines = ["## Disturbed timings", ""]
+    if not found:
+        return lines + [f"None: no run took more than {measured.spread_limit:g}x its point's fastest seed, "
+                        "nor its configuration's other budgets per unit of budget (`spread_limit=` "
+                        "changes the factor).", ""]
+    return lines + [f"Runs more than {measured.spread_limit:g}x slower than their point's fastest seed, "
+                    "or than their configuration's other budgets per unit of budget: the machine was "
+                    "likely shared or throttled while they ran. Their minutes are still in the means "
+                    f"above, marked {tables.DISTURBED}; each command below runs the point again, its "
+                    "old log kept under attempts/.", ""] \
+        + tables.disturbed_table(found, measured.redo_commands()) + [""]
+
+
 def _measured_sections(folder: Path, measured: Measured, curves: list[CurvePoint]) -> list[str]:
-    grid, by = measured.grid, _axis(curves)
+    grid, by, flagged = measured.grid, _axis(curves), measured.flagged()
     own = published.points_for(measured.system) if measured.dataset == "imagenet" else []
-    lines = ["## Curves (top-1 over the seeds of each point)", ""] + tables.curve_table(curves) + [""]
+    lines = ["## Curves (top-1 over the seeds of each point)", ""] + tables.curve_table(curves, flagged) + [""]
     plot_tradeoff(curves, folder / "tradeoff-minutes.png", "minutes", analysis.frontier(curves, "minutes"),
-                  own, f"{grid.name} on {measured.system_name}: top-1 against minutes")
+                  own, f"{grid.name} on {measured.system_name}: top-1 against minutes", flagged)
     lines += ["![top-1 against minutes](tradeoff-minutes.png)", ""]
     if by == "cost":
         plot_tradeoff(curves, folder / "tradeoff-cost.png", "cost", analysis.frontier(curves, "cost"),
-                      title=f"{grid.name} on {measured.system_name}: top-1 against dollars")
+                      title=f"{grid.name} on {measured.system_name}: top-1 against dollars", flagged=flagged)
         lines += ["![top-1 against dollars](tradeoff-cost.png)", ""]
+    lines += _disturbed_section(measured)
     lines += [f"## Pareto frontier (by {by})", "", "Points no other point beats on both top-1 and "
-              f"{by}:", ""] + tables.frontier_table(analysis.frontier(curves, by)) + [""]
+              f"{by}:", ""] + tables.frontier_table(analysis.frontier(curves, by), flagged) + [""]
     if grid.targets:
         lines += [f"## Cheapest point to each target (by {by})", ""]
-        lines += tables.cheapest_table(curves, grid.targets, by) + [""]
+        lines += tables.cheapest_table(curves, grid.targets, by, flagged) + [""]
     lines += [f"## Speed-up over {grid.baseline} at matched top-1", "",
               f"{grid.baseline}'s minutes to each point's top-1, read along {grid.baseline}'s own "
               "frontier (linear between its points), over the point's minutes:", ""]
-    lines += tables.speedup_table(analysis.speedups(curves, grid.baseline), grid.baseline) \
+    lines += tables.speedup_table(analysis.speedups(curves, grid.baseline), grid.baseline, flagged,
+                                  any(name == grid.baseline for name, _ in flagged)) \
         if any(p.configuration == grid.baseline for p in curves) else \
         [f"{grid.baseline} has no finished point yet."]
     if grid.targets:
@@ -213,6 +248,9 @@ def _numbers(measured: Measured, curves: list[CurvePoint]) -> dict:
         "points_finished": len(measured.points), "points_expected": measured.expected,
         "points": [p.to_dict() for p in measured.points],
         "curve_points": [p.to_dict() for p in curves],
+        "spread_limit": measured.spread_limit,
+        "disturbed": [{**d.to_dict(), "redo": measured.redo_commands()[(d.configuration, d.budget, d.seed)]}
+                      for d in measured.disturbed()],
         "frontier": {axis: [p.to_dict() for p in analysis.frontier(curves, axis)]
                      for axis in ("minutes", by)} if curves else {},
         "cheapest": {str(t): (lambda p: p.to_dict() if p else None)(analysis.cheapest(curves, t, by))

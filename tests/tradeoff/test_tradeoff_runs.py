@@ -89,7 +89,7 @@ def test_an_interrupted_point_is_redone_and_a_finished_one_kept_byte_for_byte(tm
 
     again = run_submission(*args)
     assert again.returncode == 0, again.stdout + again.stderr
-    assert "point 0/1 (mild at 0.5, seed 5) already finished" in again.stdout
+    assert "point 1 of 2 (point=0): mild at 0.5, seed 5, already finished" in again.stdout
     assert first_log.read_bytes() == kept
     assert second_log.is_file() and not partial.exists()
     attempts = list((_folder(tmp_path) / "attempts").iterdir())

@@ -16,7 +16,7 @@ def test_curve_table_shows_the_spread_over_seeds_and_a_dash_without_cost():
     assert lines[0].startswith("| configuration | budget | seeds |")
     assert lines[HEADER_AND_RULE:] == [
         "| hot | 2.6 | 1 | 80.00% ± 0.00 [80.00–80.00] | 250.000 | — | not measured |",
-        "| mild | 0.5 | 3 | 72.00% ± 2.00 [70.00–74.00] | 11.000 | $1.10 | 1.5 |",
+        "| mild | 0.5 | 3 | 72.00% ± 2.00 [70.00–74.00] | 11.000 [10.000–12.000] | $1.10 | 1.5 |",
     ]
 
 
