@@ -206,6 +206,25 @@ def finish(job: subprocess.Popen, relay: Relay | None) -> int:
     return rc
 
 
+class Busy(CampaignError):
+    """Another process holds the folder's lock: nothing was done."""
+
+
+def lock_holder(folder: Path) -> str | None:
+    """The pid written in `folder`'s lock while another process holds it, else None; nothing
+    is created or written (a command about to refuse writes nothing)."""
+    path = Path(folder) / ".lock"
+    if not path.is_file():
+        return None
+    with open(path) as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return handle.read().strip() or "?"
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return None
+
+
 class Lock:
     """One campaign per results folder at a time."""
 
@@ -223,8 +242,8 @@ class Lock:
             self.handle.seek(0)
             holder = self.handle.read().strip() or "?"
             self.handle.close()
-            raise CampaignError(f"another campaign or tradeoff is writing {self.path.parent} "
-                                f"(pid {holder}); wait for it to end") from None
+            raise Busy(f"another campaign or tradeoff is writing {self.path.parent} "
+                       f"(pid {holder}); wait for it to end") from None
         self.handle.seek(0)
         self.handle.truncate()
         self.handle.write(str(os.getpid()))

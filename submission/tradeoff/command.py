@@ -51,6 +51,10 @@ def main(words: list[str]) -> int:
         raise ConfigError(f"{first.num_nodes} nodes: a tradeoff point runs on one node (its followers are a "
                           "campaign's); on a cluster the grid is a job array of one-node tasks "
                           "(`--list` prints the sbatch command)")
+    if first.dataset == "imagenet" and not first.data_dir:
+        raise ConfigError(f"grid {grid.name} trains on ImageNet: give its folder, dataset=imagenet "
+                          "data_dir=FOLDER (with train/ and val/); without data_dir= the grid is the "
+                          "embedded one (grid=embedded, Fashion-MNIST)")
     if options.get("profile") and first.dataset != "imagenet":
         raise ConfigError(f"profile={options['profile']}: projections to the systems are of ImageNet "
                           f"points; grid {grid.name} runs on {first.dataset} (data_dir= an ImageNet folder)")
@@ -65,10 +69,13 @@ def main(words: list[str]) -> int:
     redo = _redo(options, chosen)
     _spread_limit(options)
     if "--report" not in flags:
+        _refuse_busy(grid, chosen, folder)
         grid_points.record_grid(grid, first, folder, given)
         try:
             with runs.terminate_as_interrupt(), said.once_each():
                 run_points(grid, chosen, configs, folder, len(points), redo)
+        except runs.Busy:               # another command writes this grid: it writes the report
+            raise
         except BaseException:           # a point that fails or is stopped leaves the others' report
             try:
                 print(f"[tradeoff] report: {write(grid, configs, folder, options, given)}", flush=True)
@@ -92,6 +99,16 @@ def run_points(grid: Grid, chosen, configs: dict[int, Config], folder: Path, cou
         progress.finished(point, (time.monotonic() - began) / 60 if ran else None)
         if len(chosen) > 1:
             print(progress.line(), flush=True)
+
+
+def _refuse_busy(grid: Grid, chosen, folder: Path) -> None:
+    """Refuse, before anything is written, a command whose points another process is running."""
+    for point in chosen:
+        holder = runs.lock_holder(grid_points.point_folder(folder, point))
+        if holder:
+            raise runs.Busy(f"point {point.index + 1} of {len(grid.points())} (point={point.index}, "
+                            f"{point.label}) is being run by another tradeoff (pid {holder}); wait for "
+                            "it to end, or run other points with point=K (--list numbers them)")
 
 
 def _redo(options: dict, chosen) -> bool:

@@ -38,7 +38,8 @@ WHOLE_BUDGET = "no target"          # the start of run_stop's reason when a run 
 def point_config(grid: Grid, point: GridPoint, overrides: dict[str, str]) -> Config:
     """The point's configuration: the grid's settings and the configuration's, then the
     command line's, which may not change what the grid sets."""
-    clashes = sorted((set(overrides) - set(COMMAND_LINE_KEYS)) & set(point.settings))
+    clashes = sorted(key for key in (set(overrides) - set(COMMAND_LINE_KEYS)) & set(point.settings)
+                     if str(overrides[key]) != str(point.settings[key]))
     if clashes:
         raise ConfigError(f"{', '.join(f'{k}={overrides[k]}' for k in clashes)}: the grid ({grid.source}) "
                           "sets it for its points; change it in the grid file, or give another grid")

@@ -125,3 +125,28 @@ def test_the_progress_line_counts_points_and_estimates_the_minutes_left(grid):
     assert progress.line() == (f"[tradeoff] point 2 of 8 done: 2.0 min so far, about {expected:.1f} min "
                                "left (from the 1 point(s) that ran here: same configuration and budget, "
                                "else minutes per unit of budget)")
+
+
+def test_the_imagenet_grid_without_its_folder_is_refused_naming_it(tmp_path, capsys):
+    from submission.cli import main as cli_main
+    assert cli_main(["tradeoff", "grid=imagenet", f"results_dir={tmp_path}"]) == 2
+    assert "give its folder, dataset=imagenet data_dir=FOLDER" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_tradeoff_refused_because_another_runs_its_point_writes_nothing(tmp_path, capsys):
+    from submission import runs
+    from submission.cli import main as cli_main
+    from submission.config import resolve
+    grid = load_grid("embedded")
+    folder = grid_points.grid_folder(grid, resolve(None, {"results_dir": str(tmp_path)}))
+    busy = grid_points.point_folder(folder, grid.points()[0])
+    report_file = folder / report.REPORT
+    report_file.parent.mkdir(parents=True)
+    report_file.write_text("the report of the first command\n")
+    with runs.Lock(busy):      # the first command, running point 0
+        before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+        assert cli_main(["tradeoff", f"results_dir={tmp_path}"]) == 1
+        assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+    assert "is being run by another tradeoff" in capsys.readouterr().err
+    assert report_file.read_text() == "the report of the first command\n"
