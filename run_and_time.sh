@@ -3,7 +3,7 @@
 #   ./run_and_time.sh                      default: system=local, without data_dir the embedded
 #                                          Fashion-MNIST campaign
 #   ./run_and_time.sh system=p4d data_dir=/data/imagenet
-#   ./run_and_time.sh system=p4d --dry-run  resolved configuration + torchrun command
+#   ./run_and_time.sh system=p4d dry_run=true  resolved configuration + torchrun command
 # Settings are key=value (python -m submission settings lists them).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

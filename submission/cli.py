@@ -1,22 +1,21 @@
 """Command line: `python -m submission VERB [key=value ...]` (run_and_time.sh calls `run`).
 
-  run [system=NAME] [key=value ...] [--dry-run]   the campaign (default verb)
+  run [system=NAME] [key=value ...] [dry_run=true] the campaign (default verb)
   prepare [system=NAME] [key=value ...]           only convert the data to .beton
-  score RESULTS_DIR                                olympic score + per-run table
+  score RESULTS_DIR [price_usd_per_hour=P] [ruleset=R]   olympic score + per-run table
   compare [RESULTS_ROOT]                           one table across systems
-  package [--org ORG] [--results DIR] NAME ...     assemble <org>/ from systems' results
+  package NAME ... [org=ORG] [results=DIR] [out=DIR]   assemble <org>/ from systems' results
   check PATH                                       the official MLPerf checkers
-  describe [system=NAME] [--ruleset R]             the MLPerf system description JSON
+  describe [system=NAME] [ruleset=R]               the MLPerf system description JSON
   settings [recipe=NAME]                           every setting, its value and meaning
   project system=NAME profile=FILE [key=value ...] projected minutes and dollars of a run
-  report RESULTS_DIR                               report.md with plots and tables
-  bench [system=NAME] [key=value ...] [steps=N] [rounds=R] [json=FILE] [compare=composer|methods] [sweep=loader]   throughput figures (a profile for project)
+  report RESULTS_DIR [price_usd_per_hour=P]        report.md with plots and tables
+  bench [system=NAME] [key=value ...] [steps=N] [rounds=R] [json=FILE] [quick=true] [compare=composer|methods] [sweep=loader]   throughput figures (a profile for project)
   qualify [minutes=M] [data_dir=DIR] [out=DIR] [key=value ...]   profile this machine for every recipe: benches, a short campaign, energy
-  tradeoff [grid=NAME|FILE] [point=K] [key=value ...] [--list|--report] | tradeoff published   top-1 against time and money across budgets
+  tradeoff [grid=NAME|FILE] [point=K] [key=value ...] [list=true|report=true] | tradeoff published   top-1 against time and money across budgets
 """
 from __future__ import annotations
 
-import argparse
 import difflib
 import errno
 import json
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Callable
 
 from .config import REPO_ROOT, ConfigError, parse_overrides, resolve
+from .options import help_text, parse
 from .results import CampaignError
 
 
@@ -41,9 +41,9 @@ def _resolve(words: list[str]):
 
 def cmd_run(words: list[str]) -> int:
     from . import campaign, runs
-    dry = "--dry-run" in words
-    config = _resolve([w for w in words if w != "--dry-run"])
-    if dry:
+    options, words = parse("run", words)
+    config = _resolve(words)
+    if options["dry_run"]:
         campaign.require_target(config)
         plan = runs.plan_launch(config)        # may lower workers_per_device
         try:
@@ -61,23 +61,23 @@ def cmd_prepare(words: list[str]) -> int:
     return 0
 
 
+def _one_folder(verb: str, words: list[str], what: str) -> Path:
+    """The one positional word of `verb`: a folder that exists."""
+    if len(words) != 1 or "=" in words[0]:
+        raise ConfigError(f"{verb} takes one {what} (and its options: python -m submission {verb} --help), "
+                          f"not {' '.join(words) or 'none'}")
+    folder = Path(words[0])
+    if not folder.is_dir():
+        raise ConfigError(f"{folder} is not a folder: {verb} takes {what}")
+    return folder
+
+
 def cmd_score(words: list[str]) -> int:
     from . import score
-    parser = argparse.ArgumentParser(prog="python -m submission score")
-    parser.add_argument("system_dir", help="results/<system_name>")
-    parser.add_argument("--price", type=score.price_argument, default=None,
-                        help="USD per hour (default: campaign's)")
-    parser.add_argument("--ruleset", default=score.RULESET,
-                        help="ruleset the official compliance checker judges each log by")
-    args = parser.parse_args(words)
-    folder = Path(args.system_dir)
-    if not folder.is_dir():
-        raise ConfigError(f"{folder} is not a results folder (expected results/<system_name>)")
+    options, words = parse("score", words)
+    folder = _one_folder("score", words, "results folder (results/<system_name>)")
     score.require_result_files(folder)
-    from .compliance import known_rulesets
-    if args.ruleset not in known_rulesets():
-        raise ConfigError(f"unknown ruleset {args.ruleset}: mlperf-logging knows {', '.join(known_rulesets())}")
-    summary = score.summarize(folder, args.price, args.ruleset)
+    summary = score.summarize(folder, options["price_usd_per_hour"], options["ruleset"])
     score.write_summary(folder, summary)
     print((folder / "summary.md").read_text())
     return 0 if summary.valid else 1
@@ -99,16 +99,15 @@ def cmd_compare(words: list[str]) -> int:
 
 def cmd_package(words: list[str]) -> int:
     from . import package
-    parser = argparse.ArgumentParser(prog="python -m submission package")
-    parser.add_argument("system_names", nargs="+", help="results/<system_name> folders to include")
-    parser.add_argument("--org", default=None, help="organisation (default: the `org` setting)")
-    parser.add_argument("--results", default=str(REPO_ROOT / "results"))
-    parser.add_argument("--out", default=None, help="default: RESULTS/package")
-    args = parser.parse_args(words)
-    org = args.org or resolve().org
-    results = Path(args.results)
-    out = Path(args.out) if args.out else results / "package"
-    built = package.build_package(results, args.system_names, org, out, REPO_ROOT)
+    options, names = parse("package", words)
+    if not names or any("=" in name for name in names):
+        raise ConfigError("package takes the results/<system_name> folders to include by name "
+                          "(python -m submission package NAME ... [org=ORG] [results=DIR] [out=DIR])"
+                          + (f", not {' '.join(names)}" if names else ""))
+    org = options["org"] or resolve().org
+    results = Path(options["results"])
+    out = Path(options["out"]) if options["out"] else results / "package"
+    built = package.build_package(results, names, org, out, REPO_ROOT)
     if not built.passed:
         print("package: " + package.failure_text(built, out / org))
         return 1
@@ -123,14 +122,9 @@ def cmd_check(words: list[str]) -> int:
 
 def cmd_describe(words: list[str]) -> int:
     """The MLPerf system description exactly as a run of these settings writes it."""
-    from .compliance import known_rulesets
     from .system_description import for_ruleset, run_description
-    parser = argparse.ArgumentParser(prog="python -m submission describe",
-                                     usage="%(prog)s [system=NAME] [key=value ...] [--ruleset R]")
-    parser.add_argument("--ruleset", default="2.0.0", choices=known_rulesets(),
-                        help="the MLPerf ruleset whose vocabulary the JSON uses (default 2.0.0)")
-    args, words = parser.parse_known_args(words)
-    print(json.dumps(for_ruleset(run_description(_resolve(words)), args.ruleset), indent=2))
+    options, words = parse("describe", words)
+    print(json.dumps(for_ruleset(run_description(_resolve(words)), options["ruleset"]), indent=2))
     return 0
 
 
@@ -182,9 +176,12 @@ VERBS: dict[str, Callable[[list[str]], int]] = {
     "tradeoff": cmd_tradeoff,
 }
 
-# verbs without an argparse parser of their own: --help prints this module's usage
-MODULE_HELP_VERBS = ("run", "prepare", "compare", "describe", "settings", "project", "bench", "qualify",
-                     "tradeoff")
+
+
+def usage(verb: str) -> str:
+    """The verb's line of this module's usage, and its options from their declaration."""
+    line = next((l for l in __doc__.splitlines() if l.strip().startswith(verb + " ") or l.strip() == verb), "")
+    return f"python -m submission {line.strip()}\n\n{help_text(verb)}"
 
 
 def _advice(exc: OSError) -> str:
@@ -201,8 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     verb = argv.pop(0) if argv and argv[0] in VERBS else "run"
     try:
-        if verb in MODULE_HELP_VERBS and set(argv) & {"-h", "--help"}:
-            print(__doc__)
+        if verb != "check" and set(argv) & {"-h", "--help"}:
+            print(usage(verb))
             return 0
         if verb == "run" and argv and argv[0] not in VERBS and "=" not in argv[0] \
                 and not argv[0].startswith("-"):

@@ -49,7 +49,7 @@ def build_package(results_dir: Path, system_names: list[str], org: str, out_root
     results_dir, out_root, repo_root = Path(results_dir), Path(out_root), Path(repo_root)
     problem = folder_name_problem("org", org)
     if problem:
-        raise ValueError(f"cannot package: {problem}; give another with --org NAME "
+        raise ValueError(f"cannot package: {problem}; give another with org=NAME "
                          "(a campaign's setting org=NAME)")
     if not system_names:
         raise ValueError("no system to package: name at least one results/<system_name> folder")
@@ -143,7 +143,7 @@ def _load_system(results_dir: Path, name: str, org: str) -> _System:
 
     folder = results_dir / name
     if not name or Path(name).name != name or name.startswith("."):
-        hint = (f"; for {name}, pass --results {Path(name).parent} {Path(name).name}"
+        hint = (f"; for {name}, pass results={Path(name).parent} {Path(name).name}"
                 if Path(name).name and not Path(name).name.startswith(".") else "")
         raise ValueError(f"{name!r} is not a system name (a folder directly under {results_dir}){hint}")
     if not folder.is_dir():
@@ -167,7 +167,7 @@ def _load_system(results_dir: Path, name: str, org: str) -> _System:
     problems = []
     if logged.get("submission_org") not in (None, org):
         problems.append(f"the runs were logged for org {logged['submission_org']!r}, "
-                        f"not {org!r} (package them with --org {logged['submission_org']}; "
+                        f"not {org!r} (package them with org={logged['submission_org']}; "
                         f"a campaign's setting org={logged['submission_org']})")
     if logged.get("submission_platform") not in (None, name):
         problems.append(f"the runs were logged for platform {logged['submission_platform']!r}, "

@@ -18,17 +18,14 @@ as if it had converged; here it is dropped.
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
-import math
 import re
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import settings as declared
 from .energy import Energy
 from .progress import read_progress, run_energy
 from .results import CampaignError, read_json, run_progress
@@ -129,20 +126,6 @@ def require_result_files(system_dir: Path) -> list[Path]:
         hint = (f"it holds the systems {', '.join(systems)}: give one of them, "
                 f"e.g. {system_dir / systems[0]}")
     raise ValueError(f"{system_dir} holds no {BENCHMARK}/result_*.txt: {hint}")
-
-
-def price_argument(text: str) -> float:
-    """--price USD_PER_HOUR of score and report: a finite number >= 0 (0: campaign.json's)."""
-    try:
-        price = float(text)
-    except ValueError:
-        price = math.nan
-    allowed = declared.admits("price_usd_per_hour")        # what the campaign's setting admits
-    if not (math.isfinite(price) and allowed.admits(price)):
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a price: give the whole system's USD per hour, a finite number "
-            f"{allowed} (0: campaign.json's price)")
-    return price
 
 
 def read_run(path: Path, price_usd_per_hour: float = 0.0, ruleset: str = RULESET) -> RunResult:

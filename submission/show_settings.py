@@ -113,7 +113,7 @@ def main(words: list[str]) -> str:
     rejected = [f"{key}={value}" for key, value in given.items() if key not in ACCEPTED]
     if rejected:
         raise ConfigError(f"settings takes only recipe=NAME and scale_schedule_ratio=R, not "
-                          f"{', '.join(rejected)} (`python -m submission run ... --dry-run` prints "
+                          f"{', '.join(rejected)} (`python -m submission run ... dry_run=true` prints "
                           "every setting as a run would resolve it)")
     ratio = given.get("scale_schedule_ratio")
     try:

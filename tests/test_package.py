@@ -269,10 +269,10 @@ def test_a_package_that_fails_the_checkers_leaves_the_previous_one_and_says_why(
     assert f"the package at {out / ORG} is left as it was" in printed
     assert re.search(r"package +2\.0\.0 +FAIL", printed) and "found 2, expected 5" in printed
 
-    assert cli_main(args + ["--org", "Other"]) == 2      # hints name the command's option
-    assert "package them with --org TestOrg" in capsys.readouterr().err
-    assert cli_main(args + ["--org", "Acme/Labs"]) == 2
-    assert "give another with --org NAME" in capsys.readouterr().err
+    assert cli_main(args + ["org=Other"]) == 2      # hints name the command's option
+    assert "package them with org=TestOrg" in capsys.readouterr().err
+    assert cli_main(args + ["org=Acme/Labs"]) == 2
+    assert "give another with org=NAME" in capsys.readouterr().err
     assert failed[0].name in printed.replace(str(out) + "/", "")     # the verdicts name it too
 
     make_campaign(tmp_path / "complete", minutes=MINUTES)             # a campaign that passes

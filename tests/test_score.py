@@ -262,10 +262,8 @@ def test_a_price_that_is_not_a_finite_number_of_dollars_is_refused(tmp_path, cap
     from submission.cli import main as cli_main
     system = _system(tmp_path, [10.0, 20.0, 30.0, 40.0, 50.0])
     before = _files(tmp_path)
-    with pytest.raises(SystemExit) as exit_:
-        cli_main([verb, str(system), f"--price={price}"])
-    assert exit_.value.code == 2
-    assert f"argument --price: '{price}' is not a price" in capsys.readouterr().err
+    assert cli_main([verb, str(system), f"price_usd_per_hour={price}"]) == 2
+    assert f"price_usd_per_hour={price}: give a number at least 0" in capsys.readouterr().err
     assert _files(tmp_path) == before
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from ..config import ConfigError, parse_overrides, resolve
+from ..options import parse
 from ..data.prepare import prepare
 from ..preflight import loader_workers, precision_problems
 from ..profile import write as write_profile
@@ -13,28 +14,6 @@ from .timing import bench_device
 
 COMPARISONS = {"composer": "MosaicML Composer's Trainer with the Mild methods",
                "methods": "the recipe's step with each method swapped for the plain loop's"}
-OPTIONS = {"steps": "10", "rounds": "3", "json": "", "sweep": "", "compare": "", "quick": "false"}
-
-
-def _whole_number(key: str, value: str, example: str) -> int:
-    if not (value.isdigit() and int(value) > 0):
-        raise ConfigError(f"{key}={value}: give a whole number above 0, e.g. {example}")
-    return int(value)
-
-
-def split_options(words: list[str]) -> tuple[dict, list[str]]:
-    """The bench's own options, and the settings words left for the configuration."""
-    options, settings = dict(OPTIONS), []
-    for word in words:
-        key, sep, value = word.partition("=")
-        if key not in options:
-            settings.append(word)
-        elif not sep:
-            raise ConfigError(f"{key} takes a value ({key}=...): the bench's options are steps=N, "
-                              "rounds=N, json=FILE, quick=true, sweep=loader, compare=" + "|".join(COMPARISONS))
-        else:
-            options[key] = value
-    return options, settings
 
 
 def fitted(config):
@@ -57,21 +36,11 @@ def fitted(config):
 def main(argv=None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     try:
-        options, settings = split_options(words)
+        options, settings = parse("bench", words)
         out, sweep_name, compare = options["json"], options["sweep"], options["compare"]
-        steps = _whole_number("steps", options["steps"], "steps=10 (timed steps)")
-        rounds = _whole_number("rounds", options["rounds"], "rounds=3 (turns of the steps timed side by side)")
-        if options["quick"] not in ("true", "false"):
-            raise ConfigError(f"quick={options['quick']}: give quick=true (the figures a profile needs, "
-                              "as qualify measures them) or quick=false")
-        quick = options["quick"] == "true"
+        steps, rounds, quick = options["steps"], options["rounds"], options["quick"]
         if quick and (sweep_name or compare):
             raise ConfigError("quick=true is a form of the main bench; sweep= and compare= are other benches")
-        if sweep_name and sweep_name != "loader":
-            raise ConfigError(f"sweep={sweep_name}: the bench knows sweep=loader (the .beton write options)")
-        if compare and compare not in COMPARISONS:
-            raise ConfigError(f"compare={compare}: the bench knows "
-                              + "; ".join(f"compare={k} ({v})" for k, v in COMPARISONS.items()))
         if out and (sweep_name or compare):
             raise ConfigError(f"json={out} writes the main bench's profile; sweep= and compare= "
                               "only print their table")

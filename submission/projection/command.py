@@ -2,7 +2,8 @@
 [dp_efficiency=F] [key=value ...]`: the projection printed."""
 from __future__ import annotations
 
-from ..config import ConfigError, parse_overrides, resolve
+from ..config import parse_overrides, resolve
+from ..options import parse
 from ..profile import ProfileError, read
 from ..step import RunPlan
 from .estimate import project
@@ -12,11 +13,10 @@ from .text import format_projection
 
 
 def main(words: list[str]) -> int:
-    overrides = parse_overrides(words)
-    profile_path = overrides.pop("profile", "")
-    loader_path = overrides.pop("loader_profile", "")
-    dp = overrides.pop("dp_efficiency", None)
-    config = resolve(None, overrides)
+    options, words = parse("project", words)
+    profile_path, loader_path, dp_efficiency = (options["profile"], options["loader_profile"],
+                                                options["dp_efficiency"])
+    config = resolve(None, parse_overrides(words))
     bench_hint = BENCH_HINT.format(system=config.system_id)
     if not profile_path:
         sides = sorted(set(RunPlan.of(config, dataset_images(config)[0]).sides()))
@@ -25,10 +25,6 @@ def main(words: list[str]) -> int:
             f"guessed ones: the per-process training-step rate at {', '.join(map(str, sides))} px, "
             f"the evaluation rate at {config.eval_resolution} px, the FFCV loader rate and the "
             "in-run set-up times; " + bench_hint)
-    try:
-        dp_efficiency = float(dp) if dp is not None else None
-    except ValueError:
-        raise ConfigError(f"dp_efficiency takes a number in (0, 1], not {dp!r}") from None
     profile = read(profile_path, "profile", bench_hint)
     loader_profile = (read(loader_path, "loader_profile", loader_remedy(config))
                       if loader_path else None)

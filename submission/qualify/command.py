@@ -16,6 +16,7 @@ from pathlib import Path
 
 from .. import score
 from ..config import REPO_ROOT, ConfigError, parse_overrides, resolve
+from ..options import parse
 from ..data.synthetic_images import write_folder
 from ..profile import read as read_profile
 from ..report import steadiness
@@ -23,39 +24,10 @@ from ..results import results_root
 from . import plan as planned
 from . import record
 
-OPTIONS = {"minutes": "", "out": "", "recipes": ",".join(planned.RECIPES)}
 STOP_GRACE_S = 10          # a part past the budget: SIGTERM, then this long before SIGKILL
 # how long each recipe's bench and projection train: the shortest budgets of the ImageNet grid
 # (submission/grids/imagenet.yaml), as Medium and Hot leave scale_schedule_ratio to the user
 RECIPE_SETTINGS = {"medium": {"scale_schedule_ratio": "0.75"}, "hot": {"scale_schedule_ratio": "3.0"}}
-
-
-def split_options(words: list[str]) -> tuple[dict[str, str], dict[str, str]]:
-    """qualify's own options, and the settings every part runs with."""
-    options, settings = dict(OPTIONS), []
-    for word in words:
-        key, sep, value = word.partition("=")
-        if key in OPTIONS:
-            if not sep or not value:
-                raise ConfigError(f"{key} takes a value: minutes=M (the budget), out=DIR (the record's "
-                                  "folder), recipes=mild,medium,hot")
-            options[key] = value
-        else:
-            settings.append(word)
-    return options, parse_overrides(settings)
-
-
-def _minutes(text: str, device_type: str) -> float:
-    if not text:
-        return planned.DEFAULT_MINUTES[device_type]
-    try:
-        minutes = float(text)
-    except ValueError:
-        minutes = 0.0
-    if not minutes > 0:
-        raise ConfigError(f"minutes={text}: give the budget in minutes, a number above 0 "
-                          f"(default {planned.DEFAULT_MINUTES[device_type]:g} on this device)")
-    return minutes
 
 
 def _recipes(text: str) -> tuple[str, ...]:
@@ -83,14 +55,14 @@ def _words(settings: dict[str, str]) -> list[str]:
 class Qualify:
     """One qualification: its settings, its budget, its folders, and the parts' outcomes."""
 
-    def __init__(self, options: dict[str, str], overrides: dict[str, str]):
+    def __init__(self, options: dict, overrides: dict[str, str]):
         self.began = time.monotonic()
         self.overrides = overrides
         given_data = overrides.get("data_dir", "")
         probe = resolve(None, {**overrides, "dataset": "imagenet", "data_dir": given_data or "."})
         self.device_type = probe.device_type
         self.scale = planned.SCALES[self.device_type]
-        self.minutes = _minutes(options["minutes"], self.device_type)
+        self.minutes = options["minutes"] or planned.DEFAULT_MINUTES[self.device_type]
         self.recipes = _recipes(options["recipes"])
         self.system_name = probe.system_name
         self.scratch = Path(probe.cache_dir if Path(probe.cache_dir).is_absolute()
@@ -330,7 +302,8 @@ def _signal(job: subprocess.Popen, sig: int) -> None:
 
 
 def main(words: list[str]) -> int:
-    options, overrides = split_options(words)
+    options, words = parse("qualify", words)
+    overrides = parse_overrides(words)
     q = Qualify(options, overrides)
     q.out.mkdir(parents=True, exist_ok=True)
     q.say(f"{q.device_type} scale, budget {q.minutes:g} min; the record goes to {q.out}")

@@ -1,6 +1,6 @@
 """results/<system>/report.md: the plots and tables of one system's campaign.
 
-    python -m submission report RESULTS/<system_name> [--price USD_PER_HOUR]
+    python -m submission report RESULTS/<system_name> [price_usd_per_hour=USD_PER_HOUR]
 
 Tables come from submission.score (the same Summary and formatting as summary.md and
 comparison.md), so every number here is the scoring code's. Works on any MLPerf ResNet
@@ -9,7 +9,6 @@ campaign.json, progress records (`progress/run_<i>.jsonl`) or bench profile.
 """
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 from pathlib import Path
@@ -69,7 +68,7 @@ def _bench_section(system_dir: Path) -> list[str]:
 def _cost_section(system_dir: Path, summary: score.Summary, price: float | None) -> list[str]:
     settings = score.campaign_settings(system_dir)
     if not summary.price_usd_per_hour:
-        return ["No price: pass `--price USD_PER_HOUR` here, or `price_usd_per_hour=` (with "
+        return ["No price: pass `price_usd_per_hour=USD_PER_HOUR` here or to the campaign (with "
                 "`price_source=` and `price_date=`) to the campaign."]
     source = settings.get("price_source") or "source not given"
     date = settings.get("price_date") or "date not given"
@@ -128,14 +127,14 @@ def write_report(system_dir: Path, price: float | None = None) -> Path:
 
 
 def main(words: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m submission report")
-    parser.add_argument("system_dir", help="results/<system_name> (any folder with resnet/result_*.txt)")
-    parser.add_argument("--price", type=score.price_argument, default=None,
-                        help="USD per hour (default: campaign's)")
-    args = parser.parse_args(words)
-    folder = Path(args.system_dir)
+    from ..options import parse
+    options, words = parse("report", words)
+    if len(words) != 1 or "=" in words[0]:
+        raise ValueError("report takes one results folder, results/<system_name> (any folder with "
+                         f"resnet/result_*.txt), and price_usd_per_hour=P, not {' '.join(words) or 'none'}")
+    folder = Path(words[0])
     score.require_result_files(folder)
-    path = write_report(folder, args.price)
+    path = write_report(folder, options["price_usd_per_hour"] or None)
     print("\n".join(steadiness.markdown(folder)) + "\n")
     print(f"report: {path}")
     for png in sorted(folder.glob("*.png")):

@@ -3,9 +3,11 @@
     tradeoff [grid=NAME|FILE] [system=NAME] [key=value ...]   every point not finished, then the report
     tradeoff grid=NAME point=K [...]       point K alone (one SLURM array task: scripts/slurm/run.sbatch)
     tradeoff grid=NAME point=K redo=true   point K trained again, its old run kept under attempts/
-    tradeoff grid=NAME --list [...]        the points with their numbers, and the SLURM array command
-    tradeoff grid=NAME --report [...]      the report of the points finished so far, running none
+    tradeoff grid=NAME list=true [...]     the points with their numbers, and the SLURM array command
+    tradeoff grid=NAME report=true [...]   the report of the points finished so far, running none
     tradeoff published                     the write-ups' ImageNet points, drawn per system
+
+Its options are declared in submission/options.py (`python -m submission tradeoff --help`).
 
 The default grid is `embedded` (Fashion-MNIST) without data_dir, `imagenet` with it. On an
 ImageNet grid, profile=FILE [profile_<recipe>=FILE ...] [loader_profile=FILE] [dp_efficiency=F]
@@ -24,66 +26,80 @@ import time
 from .. import descriptor, published, runs, said
 from ..config import REPO_ROOT, Config, parse_overrides, resolve
 from ..errors import ConfigError
-from . import analysis, report
+from ..options import parse
+from . import report
 from . import points as grid_points
 from .grid import Grid, load_grid
 from .grid_progress import GridProgress
 
-OPTIONS = ("grid", "point", "profile", "loader_profile", "systems", "dp_efficiency", "redo", "spread_limit")
-FLAGS = ("--list", "--report")
-
-
 def main(words: list[str]) -> int:
-    flags = [w for w in words if w.startswith("--")]
-    unknown = [f for f in flags if f not in FLAGS]
-    if unknown:
-        raise ConfigError(f"tradeoff knows {', '.join(FLAGS)}, not {', '.join(unknown)}")
-    words = [w for w in words if not w.startswith("--")]
     if words[:1] == ["published"]:
         return draw_published(parse_overrides(words[1:]))
-    given = parse_overrides(words)
-    options = {key: given.pop(key) for key in list(given) if key in OPTIONS or key.startswith("profile_")}
-    grid = load_grid(options.get("grid") or _default_grid(given))
+    options, rest = parse("tradeoff", words)
+    options.update(_recipe_profiles(rest))
+    given = parse_overrides([w for w in rest if not w.startswith("profile_")])
+    grid = load_grid(options["grid"] or _default_grid(given))
     points = grid.points()
     configs = {p.index: grid_points.point_config(grid, p, given) for p in points}
     first = configs[points[0].index]
+    _refuse_options(grid, first, options)
+    folder = grid_points.grid_folder(grid, first)
+    if options["list"]:
+        print(listing(grid, points, folder, words))
+        return 0
+    chosen = _chosen(points, options["point"])
+    if options["redo"] and options["point"] is None:
+        raise ConfigError("redo=true trains one point again: name it with point=K (tradeoff.md's "
+                          "Disturbed timings give the command for each flagged run; list=true numbers them)")
+    if options["report"]:
+        print(f"[tradeoff] report: {write(grid, configs, folder, options, given)}", flush=True)
+        return 0
+    _refuse_busy(grid, chosen, folder)
+    grid_points.record_grid(grid, first, folder, given)
+    try:
+        with runs.terminate_as_interrupt(), said.once_each():
+            run_points(grid, chosen, configs, folder, len(points), options["redo"])
+    except runs.Busy:                   # another command writes this grid: it writes the report
+        raise
+    except BaseException:               # a point that fails or is stopped leaves the others' report
+        try:
+            print(f"[tradeoff] report: {write(grid, configs, folder, options, given)}", flush=True)
+        except Exception as exc:        # said, so that the point's own error stays the one raised
+            print(f"[tradeoff] the report of the finished points could not be written: {exc}", flush=True)
+        raise
+    print(f"[tradeoff] report: {write(grid, configs, folder, options, given)}", flush=True)
+    return 0
+
+
+def _recipe_profiles(words: list[str]) -> dict[str, str]:
+    """profile_<recipe>=FILE words: a recipe's own profile, beside profile= (any recipe)."""
+    found = {}
+    for word in words:
+        key, sep, value = word.partition("=")
+        if key.startswith("profile_"):
+            if not sep or not value:
+                raise ConfigError(f"{key} takes a file: {key}=FILE (a bench profile of recipe "
+                                  f"{key.removeprefix('profile_')})")
+            found[key] = value
+    return found
+
+
+def _refuse_options(grid: Grid, first: Config, options: dict) -> None:
+    """What the grid and its first point refuse before anything runs or is written."""
     if first.num_nodes > 1:
         raise ConfigError(f"{first.num_nodes} nodes: a tradeoff point runs on one node (its followers are a "
                           "campaign's); on a cluster the grid is a job array of one-node tasks "
-                          "(`--list` prints the sbatch command)")
+                          "(list=true prints the sbatch command)")
     if first.dataset == "imagenet" and not first.data_dir:
         raise ConfigError(f"grid {grid.name} trains on ImageNet: give its folder, dataset=imagenet "
                           "data_dir=FOLDER (with train/ and val/); without data_dir= the grid is the "
                           "embedded one (grid=embedded, Fashion-MNIST)")
-    if options.get("profile") and first.dataset != "imagenet":
+    if options["profile"] and first.dataset != "imagenet":
         raise ConfigError(f"profile={options['profile']}: projections to the systems are of ImageNet "
                           f"points; grid {grid.name} runs on {first.dataset} (data_dir= an ImageNet folder)")
-    if options.get("profile"):          # a wrong file is said now, not after the points trained
+    if options["profile"]:          # a wrong file is said now, not after the points trained
         from .projected import options_of
         options_of(options)
-    folder = grid_points.grid_folder(grid, first)
-    if "--list" in flags:
-        print(listing(grid, points, folder, words))
-        return 0
-    chosen = _chosen(points, options.get("point"))
-    redo = _redo(options, chosen)
-    _spread_limit(options)
-    if "--report" not in flags:
-        _refuse_busy(grid, chosen, folder)
-        grid_points.record_grid(grid, first, folder, given)
-        try:
-            with runs.terminate_as_interrupt(), said.once_each():
-                run_points(grid, chosen, configs, folder, len(points), redo)
-        except runs.Busy:               # another command writes this grid: it writes the report
-            raise
-        except BaseException:           # a point that fails or is stopped leaves the others' report
-            try:
-                print(f"[tradeoff] report: {write(grid, configs, folder, options, given)}", flush=True)
-            except Exception as exc:    # said, so that the point's own error stays the one raised
-                print(f"[tradeoff] the report of the finished points could not be written: {exc}", flush=True)
-            raise
-    print(f"[tradeoff] report: {write(grid, configs, folder, options, given)}", flush=True)
-    return 0
 
 
 def run_points(grid: Grid, chosen, configs: dict[int, Config], folder: Path, count: int, redo: bool) -> None:
@@ -108,29 +124,7 @@ def _refuse_busy(grid: Grid, chosen, folder: Path) -> None:
         if holder:
             raise runs.Busy(f"point {point.index + 1} of {len(grid.points())} (point={point.index}, "
                             f"{point.label}) is being run by another tradeoff (pid {holder}); wait for "
-                            "it to end, or run other points with point=K (--list numbers them)")
-
-
-def _redo(options: dict, chosen) -> bool:
-    value = options.get("redo", "false")
-    if value not in ("true", "false"):
-        raise ConfigError(f"redo={value}: give redo=true (with point=K) to train a finished point again")
-    if value == "true" and options.get("point") is None:
-        raise ConfigError("redo=true trains one point again: name it with point=K (tradeoff.md's "
-                          "Disturbed timings give the command for each flagged run; --list numbers them)")
-    return value == "true"
-
-
-def _spread_limit(options: dict) -> float:
-    text = options.get("spread_limit", str(analysis.SPREAD_LIMIT))
-    try:
-        limit = float(text)
-    except ValueError:
-        limit = 0.0
-    if not limit > 1:
-        raise ConfigError(f"spread_limit={text}: give the factor above which a run's minutes are flagged, "
-                          f"a number above 1 (default {analysis.SPREAD_LIMIT:g})")
-    return limit
+                            "it to end, or run other points with point=K (list=true numbers them)")
 
 
 def _default_grid(given: dict[str, str]) -> str:
@@ -143,12 +137,12 @@ def _default_grid(given: dict[str, str]) -> str:
     return "embedded"
 
 
-def _chosen(points, point: str | None):
+def _chosen(points, point: int | None):
     if point is None:
         return points
-    if not (point.isdigit() and int(point) < len(points)):
-        raise ConfigError(f"point={point}: this grid has points 0 to {len(points) - 1} (--list shows them)")
-    return [points[int(point)]]
+    if point >= len(points):
+        raise ConfigError(f"point={point}: this grid has points 0 to {len(points) - 1} (list=true shows them)")
+    return [points[point]]
 
 
 def listing(grid: Grid, points, folder: Path, words: list[str]) -> str:
@@ -156,7 +150,7 @@ def listing(grid: Grid, points, folder: Path, words: list[str]) -> str:
              "| point | configuration | budget | seed | finished |", "|---|---|---|---|---|"]
     lines += [f"| {p.index} | {p.configuration} | {p.budget:g} ({grid.budget_key}) | {p.seed} | "
               f"{'yes' if grid_points.is_finished(folder, p) else 'no'} |" for p in points]
-    given = " ".join(w for w in words if not w.startswith("point="))
+    given = " ".join(w for w in words if not w.startswith(("point=", "list=", "--list")))
     lines += ["", "On a SLURM cluster, one array task a point:",
               f"  sbatch --array=0-{len(points) - 1} scripts/slurm/run.sbatch tradeoff {given}".rstrip()]
     return "\n".join(lines)
@@ -174,7 +168,7 @@ def write(grid: Grid, configs: dict[int, Config], folder: Path, options: dict,
         measured = report.Measured(
             grid, config.system_id, config.system_name, _machine(config), config.dataset,
             config.price_usd_per_hour, finished, len(configs), left_out=left_out,
-            spread_limit=_spread_limit(options), command_line=dict(given or {}))
+            spread_limit=options["spread_limit"], command_line=dict(given or {}))
         if options.get("profile"):
             from .projected import project_points
             measured.projected, measured.projection_notes = project_points(grid, finished, options)

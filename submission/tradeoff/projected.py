@@ -58,12 +58,7 @@ def options_of(options: dict) -> Options:
     by_recipe = {key.removeprefix("profile_"): read(path, key, remedy) for key, path in options.items()
                  if key.startswith("profile_")}
     loader = read(options["loader_profile"], "loader_profile", remedy) if options.get("loader_profile") else None
-    try:
-        dp = float(options["dp_efficiency"]) if options.get("dp_efficiency") else None
-    except ValueError:
-        raise ConfigError(f"dp_efficiency takes a number in (0, 1], not {options['dp_efficiency']!r}") from None
-    if dp is not None and not 0 < dp <= 1:
-        raise ConfigError(f"dp_efficiency must be in (0, 1], not {dp:g}")
+    dp = options.get("dp_efficiency")          # a number in (0, 1], checked by submission.options
     known = available_systems()
     systems = options["systems"].split(",") if options.get("systems") else systems_with_accelerators()
     unknown = [name for name in systems if name not in known]

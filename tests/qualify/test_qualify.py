@@ -56,7 +56,7 @@ def test_qualify_profiles_every_recipe_and_times_a_campaign_inside_its_budget(tm
 
 
 def test_bad_options_are_refused_before_anything_runs(tmp_path, capsys):
-    for words, message in ((["minutes=0"], "minutes=0: give the budget in minutes"),
+    for words, message in ((["minutes=0"], "minutes=0: give a number above 0"),
                            (["recipes=mild,spicy"], "qualify profiles mild, medium, hot"),
                            (["out="], "out takes a value")):
         assert cli_main(["qualify", *words, f"cache_dir={tmp_path}", f"out={tmp_path / 'out'}"]) == 2

@@ -1,0 +1,184 @@
+"""Every command's own options, declared once: `key=value` words like the settings, each with
+its type, default, meaning and what it admits; `parse` reads and checks them for every verb.
+
+The settings (submission/settings.py) say what a run computes and how it is launched; an
+option says what a command does with them (where a bench writes its profile, which grid a
+tradeoff runs, the price a score is costed at). A word that is neither an option of its verb
+nor a setting is refused by the settings' own check. The `--flags` of earlier versions are
+still read for one release, each with a one-line notice naming its new form (CHANGELOG.md).
+"""
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .errors import ConfigError
+from .settings import ABOVE_0, AT_LEAST_0, AT_LEAST_1, Range
+
+
+def _rulesets() -> tuple[str, ...]:
+    from .compliance import known_rulesets
+    return tuple(known_rulesets())
+
+
+@dataclass(frozen=True)
+class Option:
+    meaning: str
+    default: Any = ""
+    kind: type = str
+    admits: Range | tuple[str, ...] | Callable[[], tuple[str, ...]] | None = None
+    flag: str = ""               # the --flag of earlier versions, read with a notice
+
+    def choices(self) -> Range | tuple[str, ...] | None:
+        return self.admits() if callable(self.admits) else self.admits
+
+
+PRICE = Option("the whole system's USD per hour that costs are read at (0: the campaign's own, "
+               "from campaign.json)", 0.0, float, AT_LEAST_0, "--price")
+RULESET = Option("the MLPerf ruleset whose checker reads the logs (or whose vocabulary the system "
+                 "description uses)", "2.0.0", str, _rulesets, "--ruleset")
+PROFILE = Option("a bench profile (python -m submission bench ... json=FILE, or qualify's "
+                 "profile_<recipe>.json)")
+LOADER_PROFILE = Option("a profile whose loader figures replace the profile's (Hot's CPU-bound "
+                        "DataLoader measured on the target host)")
+DP_EFFICIENCY = Option("data-parallel efficiency assumed for more than one process (none: 0.9; "
+                       "one process needs none)", None, float, Range(0, 1, low_open=True))
+
+OPTIONS: dict[str, dict[str, Option]] = {
+    "run": {"dry_run": Option("print the configuration and the torchrun command, then any refusal; "
+                              "run nothing", False, bool, flag="--dry-run")},
+    "score": {"price_usd_per_hour": PRICE, "ruleset": RULESET},
+    "report": {"price_usd_per_hour": PRICE},
+    "package": {"org": Option("the organisation: the package's folder and MLPerf submitter (default: "
+                              "the org setting)", "", flag="--org"),
+                "results": Option("the results folder holding the systems' folders", "results",
+                                  flag="--results"),
+                "out": Option("where <org>/ is assembled (default: RESULTS/package)", "", flag="--out")},
+    "describe": {"ruleset": RULESET},
+    "project": {"profile": PROFILE, "loader_profile": LOADER_PROFILE, "dp_efficiency": DP_EFFICIENCY},
+    "bench": {"steps": Option("timed steps of each row", 10, int, AT_LEAST_1),
+              "rounds": Option("turns of the rows timed side by side", 3, int, AT_LEAST_1),
+              "json": Option("write the profile that project and tradeoff read to this file"),
+              "quick": Option("only the figures a profile needs (qualify's form)", False, bool),
+              "sweep": Option("loader: the loader on each .beton write option", "", str, ("", "loader")),
+              "compare": Option("composer: Composer's Trainer with the Mild methods; methods: each "
+                                "method swapped for the plain loop's", "", str, ("", "composer", "methods"))},
+    "qualify": {"minutes": Option("the budget (default: 8 on a GPU, 5 on a CPU)", None, float, ABOVE_0),
+                "out": Option("the record's folder (default: results/qualify/<system_name>-<time>)"),
+                "recipes": Option("the recipes profiled, comma-separated", "mild,medium,hot")},
+    "tradeoff": {"grid": Option("a grid of submission/grids/ by name, or a grid file (default: embedded, "
+                                "imagenet with data_dir)"),
+                 "point": Option("run this point alone (--list numbers them; a SLURM array task)", None,
+                                 int, AT_LEAST_0),
+                 "redo": Option("with point=K: train a finished point again, its old run kept under "
+                                "attempts/", False, bool),
+                 "list": Option("print the points, their numbers and the SLURM array command; run "
+                                "nothing", False, bool, flag="--list"),
+                 "report": Option("write the report of the points finished so far; run nothing", False,
+                                  bool, flag="--report"),
+                 "spread_limit": Option("a run slower than this many times its point's fastest seed (or "
+                                        "its configuration's other budgets) is flagged", 1.5, float,
+                                        Range(1, low_open=True)),
+                 "profile": PROFILE, "loader_profile": LOADER_PROFILE, "dp_efficiency": DP_EFFICIENCY,
+                 "systems": Option("the systems projected to, comma-separated (default: every descriptor "
+                                   "with accelerators)")},
+}
+
+
+def _value(verb: str, name: str, option: Option, text: str) -> Any:
+    """`text` as a value of `option`, or a ConfigError saying what it takes."""
+    allowed = option.choices()
+    if not text and not (isinstance(allowed, tuple) and "" in allowed):
+        raise ConfigError(f"{name} takes a value: {name}={_shown(option)} ({option.meaning})")
+    what = {bool: "true or false", int: "a whole number", float: "a number"}.get(option.kind, "")
+    if isinstance(allowed, Range):
+        what += " above 0" if option.kind is int and allowed == AT_LEAST_1 else f" {allowed}"
+    if not what:
+        what = "one of " + ", ".join(c or "(empty)" for c in allowed) if isinstance(allowed, tuple) else "a value"
+    wrong = ConfigError(f"{name}={text}: give {what}"
+                        f", e.g. {name}={_shown(option)} ({option.meaning})")
+    if option.kind is bool:
+        if text not in ("true", "false"):
+            raise wrong
+        return text == "true"
+    try:
+        value = option.kind(text)
+    except ValueError:
+        raise wrong from None
+    if option.kind is float and not math.isfinite(value):
+        raise wrong
+    if (isinstance(allowed, Range) and not allowed.admits(value)) or (
+            isinstance(allowed, tuple) and value not in allowed):
+        raise wrong
+    return value
+
+
+def _shown(option: Option) -> str:
+    """An example value: the default, else the first admitted word, else VALUE."""
+    if option.default not in ("", None):
+        return str(option.default).lower() if option.kind is bool else str(option.default)
+    allowed = option.choices()
+    return next((c for c in allowed if c), "VALUE") if isinstance(allowed, tuple) else "VALUE"
+
+
+def _new_form(verb: str, words: list[str]) -> list[str]:
+    """The words with every --flag of earlier versions turned into its key=value, a notice said
+    for each."""
+    flags = {option.flag: name for name, option in OPTIONS.get(verb, {}).items() if option.flag}
+    out, i = [], 0
+    while i < len(words):
+        word = words[i]
+        flag, sep, inline = word.partition("=")
+        name = flags.get(flag)
+        if name is None:
+            out.append(word)
+            i += 1
+            continue
+        option = OPTIONS[verb][name]
+        if option.kind is bool:
+            value, i = "true", i + 1
+        elif sep:
+            value, i = inline, i + 1
+        elif i + 1 < len(words):
+            value, i = words[i + 1], i + 2
+        else:
+            raise ConfigError(f"{flag} takes a value: {verb} reads it as {name}=VALUE")
+        print(f"note: {flag} is now {name}={'true' if option.kind is bool else 'VALUE'} "
+              f"(`python -m submission {verb} ... {name}={value}`); the old form goes in the next "
+              "release", file=sys.stderr)
+        out.append(f"{name}={value}")
+    return out
+
+
+def parse(verb: str, words: list[str]) -> tuple[dict[str, Any], list[str]]:
+    """(verb's options, every one with its value or default; the other words, in order: the
+    settings and the positional words), each option checked against its declaration."""
+    declared = OPTIONS.get(verb, {})
+    values = {name: option.default for name, option in declared.items()}
+    rest = []
+    for word in _new_form(verb, words):
+        name, sep, text = word.partition("=")
+        if name in declared:
+            if not sep:
+                raise ConfigError(f"{name} takes a value: {name}=VALUE ({declared[name].meaning})")
+            values[name] = _value(verb, name, declared[name], text)
+        else:
+            rest.append(word)
+    return values, rest
+
+
+def help_text(verb: str) -> str:
+    """The options of `verb`, for `python -m submission VERB --help`."""
+    declared = OPTIONS.get(verb, {})
+    if not declared:
+        return f"{verb} has no options of its own; it takes the settings (python -m submission settings)."
+    lines = [f"options of {verb} (key=value; the settings too: python -m submission settings):"]
+    for name, option in declared.items():
+        allowed = option.choices()
+        what = ("true/false" if option.kind is bool else str(allowed) if isinstance(allowed, Range)
+                else "|".join(c for c in allowed if c) if allowed else option.kind.__name__)
+        default = "" if option.default in ("", None) else f"; default {str(option.default).lower() if option.kind is bool else option.default}"
+        lines.append(f"  {name}=  {option.meaning} ({what}{default})")
+    return "\n".join(lines)
