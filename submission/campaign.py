@@ -27,8 +27,8 @@ from pathlib import Path
 from . import runs
 from .config import REPO_ROOT, Config, ConfigError
 from .jsonfile import write_json
-from .results import (CampaignError, progress_log, progress_records, read_json, result_path,
-                      results_root, system_dir)
+from .results import (BENCHMARK, SUMMARY_TEXT, CampaignError, CampaignRecord, progress_log, progress_records,
+                      read_campaign, result_path, results_root, system_dir, write_campaign)
 from .system_description import run_description
 
 
@@ -42,7 +42,7 @@ def _archive(config: Config, why: str) -> None:
     print(f"[campaign] new campaign ({why}): previous results moved to {archive}", flush=True)
 
 
-def load_campaign(config: Config) -> dict | None:
+def load_campaign(config: Config) -> CampaignRecord | None:
     """The campaign recorded in results/<system>/campaign.json to resume, or None.
 
     A campaign with other training settings is refused, unless new_campaign=true, which
@@ -50,14 +50,13 @@ def load_campaign(config: Config) -> dict | None:
     same command run again after an interruption) resumes it instead of archiving runs.
     """
     folder = system_dir(config)
-    state_file = folder / "campaign.json"
-    if not state_file.is_file():
+    state = read_campaign(folder)
+    if state is None:
         return None
-    state = read_json(state_file)
-    changed = runs.training_changes(state["config"]["settings"], config)
-    seeds_differ = len(state["seeds"]) != config.runs or bool(
-        config.seed_list and config.seed_list != state["seeds"])
-    done = [result_path(config, i).is_file() for i in range(len(state["seeds"]))]
+    changed = runs.training_changes(state.settings, config)
+    seeds_differ = len(state.seeds) != config.runs or bool(
+        config.seed_list and config.seed_list != state.seeds)
+    done = [result_path(config, i).is_file() for i in range(len(state.seeds))]
     finished = all(done)
     other_hardware = runs.hardware_changes(folder / "system.json", config) if any(done) else []
     if config.new_campaign:
@@ -79,15 +78,14 @@ def load_campaign(config: Config) -> dict | None:
             "Its complete runs are kept; pass new_campaign=true to archive them and start anew "
             "here, or give this machine another results_dir.")
     if seeds_differ:
-        raise CampaignError(f"{folder} was started with runs={len(state['seeds'])} and seeds "
-                            f"{state['seeds']}; pass new_campaign=true to change them")
+        raise CampaignError(f"{folder} was started with runs={len(state.seeds)} and seeds "
+                            f"{state.seeds}; pass new_campaign=true to change them")
     return state
 
 
-def new_campaign_state(config: Config) -> dict:
-    return {"system": config.system_id, "system_name": config.system_name,
-            "seeds": config.seed_list or _draw_seeds(config.runs), "config": config.to_dict(),
-            "created": datetime.datetime.now().isoformat(timespec="seconds")}
+def new_campaign_state(config: Config) -> CampaignRecord:
+    return CampaignRecord(config.system_id, config.system_name, config.seed_list or _draw_seeds(config.runs),
+                          config.to_dict(), datetime.datetime.now().isoformat(timespec="seconds"))
 
 
 def _draw_seeds(count: int) -> list[int]:
@@ -127,17 +125,17 @@ def run_campaign(config: Config) -> int:
             data = prepare(config, world_size=config.world_size)
             if state is None:
                 state = new_campaign_state(config)
-                write_json(folder / "campaign.json", state)
+                write_campaign(folder, state)
             _write_system_description(config)
             config_file, data_file = folder / "config.json", folder / "data.json"
             write_json(config_file, config.to_dict())
             write_json(data_file, data.to_dict())
-            _run_all(config, state["seeds"], config_file, data_file)
+            _run_all(config, state.seeds, config_file, data_file)
             return finish_campaign(config)
 
 
 def _run_all(config: Config, seeds: list[int], config_file: Path, data_file: Path) -> None:
-    (system_dir(config) / "resnet").mkdir(exist_ok=True)
+    (system_dir(config) / BENCHMARK).mkdir(exist_ok=True)
     todo = [i for i in range(len(seeds)) if not result_path(config, i).is_file()]
     for i in range(len(seeds)):
         if i not in todo:
@@ -147,7 +145,7 @@ def _run_all(config: Config, seeds: list[int], config_file: Path, data_file: Pat
         final = result_path(config, index)
         partial = final.with_name(final.name + ".partial")
         if partial.exists():
-            runs.set_aside(partial, system_dir(config) / "attempts", f"result_{index}", f"run {index + 1}")
+            runs.set_aside(partial, system_dir(config) / "attempts", final.stem, f"run {index + 1}")
         eta = ""
         if durations:
             eta = f"; campaign ETA {sum(durations) / len(durations) * (len(todo) - position):.1f} min"
@@ -196,9 +194,9 @@ def finish_campaign(config: Config) -> int:
     score.write_summary(folder, summary)
     comparison.write_comparison(results_root(config))
     from .report.report import write_report
-    print(f"[campaign] results: {folder / 'resnet'}\n[campaign] summary: {folder / 'summary.md'}\n"
+    print(f"[campaign] results: {folder / BENCHMARK}\n[campaign] summary: {folder / SUMMARY_TEXT}\n"
           f"[campaign] report with plots: {write_report(folder, config.price_usd_per_hour)}")
-    print((folder / "summary.md").read_text())
+    print((folder / SUMMARY_TEXT).read_text())
     all_reached = all(run.status == "success" for run in summary.runs)
     if not config.package:
         return 0 if all_reached else 1

@@ -84,13 +84,14 @@ def cmd_score(words: list[str]) -> int:
 
 
 def cmd_compare(words: list[str]) -> int:
-    from . import comparison, score
+    from . import comparison
+    from .results import result_files
     if len(words) > 1:
         raise ConfigError(f"compare takes one results folder (default results/), not {' '.join(words)}")
     root = Path(words[0]) if words else REPO_ROOT / "results"
     if not root.is_dir():
         raise ConfigError(f"{root} is not a folder: compare takes the results root (results/)")
-    if score.result_files(root):
+    if result_files(root):
         raise ConfigError(f"{root} is one system's results: compare takes the folder above it "
                           f"({root.parent}); `python -m submission score {root}` scores this one")
     print(comparison.compare_systems(root))

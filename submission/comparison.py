@@ -2,12 +2,11 @@
 with the published figures beside them (labelled, with their sources)."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from . import published, score
-from .results import CampaignError
+from .results import CampaignError, read_campaign, read_summary, result_files
 
 
 def compare_systems(results_dir: Path, prices: dict[str, float] | None = None) -> str:
@@ -16,27 +15,21 @@ def compare_systems(results_dir: Path, prices: dict[str, float] | None = None) -
     rows, unreadable = [], []
     for system_dir in sorted(p for p in Path(results_dir).iterdir() if p.is_dir()):
         try:
-            if score.result_files(system_dir):
-                data = score.summarize(system_dir, (prices or {}).get(system_dir.name)).to_dict()
-            elif (system_dir / "summary.json").is_file():
-                try:
-                    data = json.loads((system_dir / "summary.json").read_text())
-                except json.JSONDecodeError:
-                    continue
-            else:
+            summary = (score.summarize(system_dir, (prices or {}).get(system_dir.name))
+                       if result_files(system_dir) else read_summary(system_dir))
+            if summary is None:
                 continue
-            campaign = score.read_campaign(system_dir)
+            campaign = read_campaign(system_dir)
         except CampaignError:       # one damaged system must not hide the others
             unreadable.append(system_dir)
             continue
-        short = campaign.get("system")
+        short = campaign.system if campaign else ""
         name = system_dir.name + (f" ({short})" if short and short != system_dir.name else "")
         rows.append("| " + " | ".join([
-            name, str(len(data.get("runs", []))), _fmt(data.get("score_minutes"), "{:.3f}"),
-            "yes" if data.get("valid") else "no",
-            _fmt(data.get("cost_per_run_usd"), "${:.2f}"),
-            _fmt(data.get("mean_img_per_s"), "{:,.0f}"),
-            _fmt(data.get("campaign_kwh"), "{:.4g}", "not measured")]) + " |")
+            name, str(len(summary.runs)), _fmt(summary.score_minutes, "{:.3f}"),
+            "yes" if summary.valid else "no", _fmt(summary.cost_per_run_usd, "${:.2f}"),
+            _fmt(summary.mean_img_per_s, "{:,.0f}"),
+            _fmt(summary.campaign_kwh, "{:.4g}", "not measured")]) + " |")
     header = ["# ResNet-50: systems compared", "",
               "| system | runs | score (min) | valid | mean cost per run | mean img/s | energy of the campaign (kWh) |",
               "|---|---|---|---|---|---|---|"]
@@ -50,8 +43,9 @@ def compare_systems(results_dir: Path, prices: dict[str, float] | None = None) -
     if not rows:
         header.insert(2, "No system has results here yet; published figures only.\n")
     if unreadable:
-        footer += ["", "Left out, their campaign.json cannot be read (`python -m submission score "
-                   "FOLDER` says why): " + ", ".join(str(d) for d in unreadable)]
+        footer += ["", "Left out, their campaign.json cannot be read (or, in a folder of a summary alone, "
+                   "its summary.json; `python -m submission score FOLDER` says why): "
+                   + ", ".join(str(d) for d in unreadable)]
     return "\n".join(header + rows + published_rows + footer) + "\n"
 
 

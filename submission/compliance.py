@@ -52,10 +52,11 @@ from typing import Iterator, Sequence
 from mlperf_logging.compliance_checker import mlp_compliance, mlp_parser
 from mlperf_logging.system_desc_checker.system_desc_checker import check_system_desc
 
+from submission.results import RULESET
 from submission.system_description import STATUS_4X, for_ruleset, uses_availability_status
 
 USAGE = "training"
-DEFAULT_RULESETS = ("2.0.0", "4.0.0")
+DEFAULT_RULESETS = (RULESET, "4.0.0")
 TOKEN = ":::MLLOG "
 PACKAGE_OK = "PACKAGE CHECKER FOUND NO ERRORS"
 PACKAGE_FAILED = "PACKAGE CHECKER FOUND ERRORS"

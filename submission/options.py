@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from .errors import ConfigError
+from .results import RULESET as RULESET_DEFAULT
 from .settings import ABOVE_0, AT_LEAST_0, AT_LEAST_1, Range
 
 
@@ -38,7 +39,7 @@ class Option:
 PRICE = Option("the whole system's USD per hour that costs are read at (0: the campaign's own, "
                "from campaign.json)", 0.0, float, AT_LEAST_0, "--price")
 RULESET = Option("the MLPerf ruleset whose checker reads the logs (or whose vocabulary the system "
-                 "description uses)", "2.0.0", str, _rulesets, "--ruleset")
+                 "description uses)", RULESET_DEFAULT, str, _rulesets, "--ruleset")
 PROFILE = Option("a bench profile (python -m submission bench ... json=FILE, or qualify's "
                  "profile_<recipe>.json)")
 LOADER_PROFILE = Option("a profile whose loader figures replace the profile's (Hot's CPU-bound "

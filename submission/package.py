@@ -27,9 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from .config import folder_name_problem
+from .results import BENCHMARK, CAMPAIGN_RECORD, RULESET, CampaignRecord, read_campaign, result_files
 
-BENCHMARK = "resnet"
-PACKAGE_RULESET = "2.0.0"        # the round of the recipe: system files use its vocabulary
 DEFAULT_IMPL = "pytorch-ffcv-mild"
 CODE_FILES = ("run_and_time.sh", "setup.cfg", "pyproject.toml")
 CODE_DIRS = ("systems", "scripts")
@@ -120,16 +119,15 @@ class _System:
     folder: Path
     results: list[Path]
     description: dict[str, Any]   # MLPerf fields, 2.0.0 vocabulary, submitter = org
-    campaign: dict[str, Any]
+    campaign: CampaignRecord
 
     @property
     def settings(self) -> dict[str, Any]:
-        return (self.campaign.get("config") or {}).get("settings") or {}
+        return self.campaign.settings
 
     @property
     def short_name(self) -> str:
-        return str(self.campaign.get("system") or (self.campaign.get("config") or {}).get("system")
-                   or self.name)
+        return self.campaign.system or self.name
 
     @property
     def impl(self) -> str:
@@ -138,7 +136,6 @@ class _System:
 
 
 def _load_system(results_dir: Path, name: str, org: str) -> _System:
-    from .score import result_files
     from .system_description import for_ruleset
 
     folder = results_dir / name
@@ -153,14 +150,14 @@ def _load_system(results_dir: Path, name: str, org: str) -> _System:
         raise ValueError(f"cannot package system {name!r}: it has no results "
                          f"(no result_*.txt in {folder / BENCHMARK}); run its campaign first")
     system_file = folder / "system.json"
-    campaign_file = folder / "campaign.json"
+    campaign_file = folder / CAMPAIGN_RECORD
     for needed, what in ((system_file, "the system description as run"),
                          (campaign_file, "the configuration the runs used")):
         if not needed.is_file():
             raise ValueError(f"cannot package system {name!r}: {needed} ({what}) is missing")
-    description = dict(for_ruleset(_read_json(system_file), PACKAGE_RULESET))
+    description = dict(for_ruleset(_read_json(system_file), RULESET))
     description["submitter"] = org
-    campaign = _read_json(campaign_file)
+    campaign = read_campaign(folder)
 
     # The logs cannot be edited: refuse a package that would contradict them.
     logged = _logged_submission(results[0])
@@ -199,7 +196,7 @@ def _assemble(root: Path, systems: list[_System], org: str, repo_root: Path) -> 
         (impl_dir / "configs").mkdir()
         for system in members:
             (impl_dir / "configs" / f"{system.name}.json").write_text(
-                json.dumps(system.campaign, indent=2) + "\n")
+                json.dumps(system.campaign.to_dict(), indent=2) + "\n")
         (impl_dir / "README.md").write_text(_readme(impl, members, org, repo_root))
 
 
@@ -259,7 +256,7 @@ def _readme(impl: str, systems: list[_System], org: str, repo_root: Path) -> str
               "data and runs the 5 timed runs; results go to `results/<system_name>/resnet/`. "
               "To repeat the exact seeds of these runs, add them:", "", "```"]
     for system in systems:
-        seeds = system.campaign.get("seeds") or []
+        seeds = system.campaign.seeds
         if seeds:
             lines.append(f"./run_and_time.sh system={system.short_name} "
                          f"seeds={','.join(str(s) for s in seeds)}")
@@ -293,7 +290,7 @@ def _logged_submission(result: Path) -> dict[str, Any]:
     from mlperf_logging.compliance_checker.mlp_parser import parse_file
 
     keys = ("submission_org", "submission_platform", "submission_division")
-    loglines, _ = parse_file(str(result), ruleset=PACKAGE_RULESET)
+    loglines, _ = parse_file(str(result), ruleset=RULESET)
     found: dict[str, Any] = {}
     for line in loglines:
         if line.key in keys and line.key not in found:

@@ -19,100 +19,23 @@ as if it had converged; here it is dropped.
 from __future__ import annotations
 
 import dataclasses
-import json
-import re
 import statistics
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .energy import Energy
 from .progress import read_progress, run_energy
-from .results import CampaignError, read_json, run_progress
+from .results import (BENCHMARK, RULESET, RunResult, Summary, read_campaign, result_files, result_index,
+                      run_progress)
+from .results import write_summary as write_summary_files
 
-BENCHMARK = "resnet"
-RULESET = "2.0.0"           # the parser of the round of the recipe; the file format is the same
 REQUIRED_RUNS = 5           # mlperf_logging.benchmark_meta: training resnet
 MAX_DROPPED = 1             # the summarizer: 1 for every training benchmark but unet3d
 IMG_S_LABEL = "img/s (run_start→run_stop, eval included)"
-
-_RESULT_NAME = re.compile(r"^result_(\d+)\.txt$")
-
-
-@dataclass
-class RunResult:
-    file: str                       # result_0.txt
-    seed: int | None
-    status: str                     # success | aborted | incomplete
-    epochs: float | None            # run_stop epoch_num, else the last epoch_num seen
-    accuracy: float | None          # last eval_accuracy (top-1 fraction)
-    minutes: float | None           # (run_stop - run_start) / 60000
-    train_samples: int | None
-    img_per_s: float | None         # train_samples * epochs / seconds (eval included)
-    cost_usd: float | None          # minutes / 60 * price per hour; None without a price
-    reason: str = ""                # run_stop `reason`, or why the run cannot be scored
-    unreadable_lines: int = 0       # lines the MLPerf parser could not read
-    rejected: str = ""              # why the official summarizer drops it ("" when it scores it)
-    energy_j: float | None = None   # run_start to run_stop, all ranks (progress/run_<i>.jsonl)
-    energy_note: str = ""           # what counted it, or why it was not measured
-
-    @property
-    def converged(self) -> bool:
-        return (self.status == "success" and self.minutes is not None and not self.unreadable_lines
-                and not self.rejected)
-
-
-@dataclass
-class Summary:
-    system_name: str
-    runs: list[RunResult]
-    score_minutes: float | None     # MLPerf olympic mean; None when it cannot be computed
-    valid: bool                     # a valid MLPerf ResNet score
-    reasons: list[str] = field(default_factory=list)   # why not valid, in plain words
-    cost_per_run_usd: float | None = None               # mean over runs with a time
-    price_usd_per_hour: float = 0.0
-    dropped: int = 0                # runs counted as non-converged
-    scaling_factor: float = 1.0     # resnet/scaling.json, multiplied into the score
-
-    @property
-    def campaign_kwh(self) -> float | None:
-        """The runs' energy added up, in kWh; None unless every run's was measured."""
-        joules = [r.energy_j for r in self.runs]
-        return sum(joules) / 3.6e6 if joules and None not in joules else None
-
-    @property
-    def energy_note(self) -> str:
-        """What counted the energy, or why it was not measured (each distinct note once)."""
-        return "; ".join(dict.fromkeys(r.energy_note for r in self.runs if r.energy_note))
-
-    @property
-    def mean_img_per_s(self) -> float | None:
-        values = [r.img_per_s for r in self.runs if r.img_per_s is not None]
-        return statistics.fmean(values) if values else None
-
-    def to_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data["mean_img_per_s"] = self.mean_img_per_s
-        data["campaign_kwh"] = self.campaign_kwh
-        data["energy_note"] = self.energy_note
-        data["img_per_s_definition"] = IMG_S_LABEL
-        data["score_rule"] = (f"MLPerf olympic mean of {REQUIRED_RUNS} runs (run_stop - run_start, "
-                              f"minutes): drop the fastest and the slowest; at most {MAX_DROPPED} "
-                              "non-converged run, which counts as the slowest")
-        return data
-
+SCORE_RULE = (f"MLPerf olympic mean of {REQUIRED_RUNS} runs (run_stop - run_start, minutes): drop the "
+              f"fastest and the slowest; at most {MAX_DROPPED} non-converged run, which counts as the slowest")
 
 # ---------------------------------------------------------------------------
-def result_files(system_dir: Path) -> list[Path]:
-    """system_dir/resnet/result_<i>.txt, in run order (result_10 after result_9)."""
-    folder = Path(system_dir) / BENCHMARK
-    if not folder.is_dir():
-        return []
-    found = [(int(m.group(1)), p) for p in folder.iterdir()
-             if p.is_file() and (m := _RESULT_NAME.match(p.name))]
-    return [p for _, p in sorted(found)]
-
-
 def require_result_files(system_dir: Path) -> list[Path]:
     """result_files(system_dir), or a ValueError saying which folder to give instead."""
     system_dir = Path(system_dir)
@@ -179,8 +102,8 @@ def run_energy_of(result: Path) -> Energy:
     """The energy of the run whose MLPerf log is `result` (resnet/result_<i>.txt), from the
     progress records beside it (progress/run_<i>.jsonl); never a guess: a run without a
     record says why."""
-    match = _RESULT_NAME.match(Path(result).name)
-    records = run_progress(Path(result).parent.parent, match.group(1), ".jsonl") if match else None
+    index = result_index(result)
+    records = run_progress(Path(result).parent.parent, index, ".jsonl") if index is not None else None
     if records is None or not records.is_file():
         return Energy(None, 0.0, not_measured="no progress records beside the log "
                                               "(progress/run_<i>.jsonl)")
@@ -264,7 +187,8 @@ def summarize(system_dir: Path, price_usd_per_hour: float | None = 0.0,
     return Summary(system_name=system_dir.name, runs=runs, score_minutes=score,
                    valid=not reasons and score is not None, reasons=reasons,
                    cost_per_run_usd=statistics.fmean(costs) if costs else None,
-                   price_usd_per_hour=price, dropped=dropped, scaling_factor=factor)
+                   price_usd_per_hour=price, dropped=dropped, scaling_factor=factor,
+                   img_per_s_definition=IMG_S_LABEL, score_rule=SCORE_RULE)
 
 
 # ---------------------------------------------------------------------------
@@ -316,32 +240,12 @@ def summary_markdown(summary: Summary) -> str:
 
 def write_summary(system_dir: Path, summary: Summary) -> tuple[Path, Path]:
     """system_dir/summary.md and system_dir/summary.json."""
-    system_dir = Path(system_dir)
-    md, js = system_dir / "summary.md", system_dir / "summary.json"
-    md.write_text(summary_markdown(summary))
-    js.write_text(json.dumps(summary.to_dict(), indent=2) + "\n")
-    return md, js
-
-
-# ---------------------------------------------------------------------------
-def read_campaign(system_dir: Path) -> dict[str, Any]:
-    """system_dir/campaign.json, or {} when there is none (foreign logs); a damaged one is
-    an error (results.CampaignError), never read as missing: its price and target count."""
-    path = Path(system_dir) / "campaign.json"
-    if not path.is_file():
-        return {}
-    data = read_json(path)
-    return data if isinstance(data, dict) else {}
-
-
-def campaign_settings(system_dir: Path) -> dict[str, Any]:
-    """The settings a campaign was started with ({} without campaign.json)."""
-    return (read_campaign(system_dir).get("config") or {}).get("settings") or {}
+    return write_summary_files(system_dir, summary, summary_markdown(summary))
 
 
 def _campaign_price(system_dir: Path) -> float:
-    settings = campaign_settings(system_dir)
-    return _as_float(settings.get("price_usd_per_hour")) or 0.0
+    record = read_campaign(system_dir)
+    return record.price_usd_per_hour if record else 0.0
 
 
 def _as_int(value: Any) -> int | None:

@@ -107,7 +107,7 @@ def record(config):
     from submission import campaign
     state = campaign.new_campaign_state(config)
     system_dir(config).mkdir(parents=True, exist_ok=True)
-    write_json(system_dir(config) / "campaign.json", state)
+    write_json(system_dir(config) / "campaign.json", state.to_dict())
     return state
 
 
@@ -116,19 +116,19 @@ def test_new_campaign_archives_instead_of_overwriting(tmp_path):
     from submission.config import resolve
     first = resolve("cpu", {"results_dir": str(tmp_path), "runs": "2", "seeds": "1,2"})
     assert campaign.load_campaign(first) is None
-    assert record(first)["seeds"] == [1, 2]
+    assert record(first).seeds == [1, 2]
     done = result_path(first, 0)
     done.parent.mkdir(parents=True)
     done.write_text("a finished run\n")
     # same settings: resumed, seeds kept; other seeds without new_campaign: refused
-    assert campaign.load_campaign(first)["seeds"] == [1, 2]
+    assert campaign.load_campaign(first).seeds == [1, 2]
     with pytest.raises(CampaignError, match="new_campaign=true"):
         campaign.load_campaign(resolve("cpu", {"results_dir": str(tmp_path), "runs": "2",
                                                "seeds": "3,4"}))
     # the same command with new_campaign=true, run again on the unfinished campaign: resumed
     again = resolve("cpu", {"results_dir": str(tmp_path), "runs": "2", "seeds": "1,2",
                             "new_campaign": "true"})
-    assert campaign.load_campaign(again)["seeds"] == [1, 2] and done.exists()
+    assert campaign.load_campaign(again).seeds == [1, 2] and done.exists()
     fresh = resolve("cpu", {"results_dir": str(tmp_path), "runs": "2", "seeds": "3,4",
                             "new_campaign": "true"})
     assert campaign.load_campaign(fresh) is None
@@ -147,7 +147,7 @@ def test_runs_made_on_other_hardware_are_not_resumed_under_a_new_description(tmp
     record(config)
     recorded = run_description(config)
     write_json(system_dir(config) / "system.json", {**recorded, "host_processor_vcpu_count": "64"})
-    assert campaign.load_campaign(config)["seeds"] == [1, 2]     # no complete run yet
+    assert campaign.load_campaign(config).seeds == [1, 2]     # no complete run yet
     done = result_path(config, 0)
     done.parent.mkdir(parents=True)
     done.write_text("a finished run\n")
@@ -177,7 +177,7 @@ def test_a_campaign_resumes_across_what_does_not_change_its_runs(tmp_path):
     done.write_text("a finished run\n")
     again = resolve("cpu", {"results_dir": str(tmp_path), "runs": "2", "seeds": "1,2",
                             "device": "cpu", "workers_per_device": "1"})
-    assert campaign.load_campaign(again)["seeds"] == [1, 2]
+    assert campaign.load_campaign(again).seeds == [1, 2]
 
 
 def test_campaign_record_cut_mid_write_is_named_with_its_line(tmp_path):

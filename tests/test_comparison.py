@@ -5,6 +5,7 @@ import json
 import shutil
 
 from submission import comparison
+from submission.results import RunResult, Summary, write_summary
 try:
     from tests.mlperf_logs import TRAIN_SAMPLES, write_runs
 except ImportError:   # tests/ on sys.path instead of the repository root
@@ -24,9 +25,8 @@ def test_compare_systems(tmp_path):
     write_runs(tmp_path / "beta", [1.0, 2.0, 3.0])
     (tmp_path / "package" / "Org" / "systems").mkdir(parents=True)    # not a system
     (tmp_path / "gamma").mkdir()                                       # summary only
-    (tmp_path / "gamma" / "summary.json").write_text(json.dumps(
-        {"runs": [{}] * 5, "score_minutes": 7.5, "valid": True, "cost_per_run_usd": None,
-         "mean_img_per_s": 1234.0, "campaign_kwh": 0.25}))
+    run = RunResult("result_0.txt", 1, "success", 2.0, 0.76, 7.5, 60000, 1234.0, None, energy_j=180_000.0)
+    write_summary(tmp_path / "gamma", Summary("gamma", [run] * 5, 7.5, True), "# gamma\n")
 
     table = comparison.compare_systems(tmp_path)
     rows = [line for line in table.splitlines()

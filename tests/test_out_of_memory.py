@@ -132,10 +132,10 @@ def test_eval_batch_size_changes_no_result_and_may_change_on_resume(tmp_path, ca
     torch.testing.assert_close(big, small, rtol=1e-4, atol=1e-4)
 
     system_dir(cfg).mkdir(parents=True)
-    write_json(system_dir(cfg) / "campaign.json", campaign.new_campaign_state(cfg))
+    write_json(system_dir(cfg) / "campaign.json", campaign.new_campaign_state(cfg).to_dict())
     resumed = resolve(None, parse_overrides(quick_settings(tmp_path, cache_dir, runs=2, seeds="1,2",
                                                            eval_batch_size=16)))
-    assert campaign.load_campaign(resumed)["seeds"] == [1, 2]
+    assert campaign.load_campaign(resumed).seeds == [1, 2]
     smaller = resolve(None, parse_overrides(quick_settings(tmp_path, cache_dir, runs=2, seeds="1,2",
                                                            batch_per_device=32)))
     with pytest.raises(CampaignError, match="batch_per_device: 64 -> 32.*new_campaign=true"):

@@ -20,7 +20,7 @@ from ..options import parse
 from ..data.synthetic_images import write_folder
 from ..profile import read as read_profile
 from ..report import steadiness
-from ..results import results_root
+from ..results import result_files, results_root
 from . import plan as planned
 from . import record
 
@@ -139,8 +139,8 @@ class Qualify:
 
     def judge(self, part, command, estimate, seconds, rc, stopped) -> record.PartOutcome:
         if part.verb == "run":
-            folders = [d for d in (self.scratch / "campaign").glob("*/") if score.result_files(d)]
-            finished = folders and len(score.result_files(folders[0])) == int(self.scale.campaign["runs"])
+            folders = [d for d in (self.scratch / "campaign").glob("*/") if result_files(d)]
+            finished = folders and len(result_files(folders[0])) == int(self.scale.campaign["runs"])
             if finished:
                 self.measured[part.key] = folders[0]
                 # rc 1: no run reached its target, which none is meant to (plan._CAMPAIGN)
@@ -209,7 +209,7 @@ class Qualify:
         summary = score.summarize(folder)
         runs_steady = {r.run: r for r in steadiness.campaign_steadiness(folder)}
         runs, checks = [], []
-        for result, run in zip(score.result_files(folder), summary.runs):
+        for result, run in zip(result_files(folder), summary.runs):
             steady = runs_steady.get(result.stem)
             used = score.run_energy_of(result)
             runs.append(record.CampaignRun(

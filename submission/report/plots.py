@@ -22,9 +22,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from .. import score  # noqa: E402
 from ..progress import read_progress, windows  # noqa: E402
-from ..results import run_progress  # noqa: E402
+from ..results import RULESET, Summary, read_campaign, result_files, run_progress  # noqa: E402
 
 MLPERF_RESNET_TARGET = 0.759     # MLPerf Training ResNet-50 quality target (top-1)
 
@@ -36,7 +35,8 @@ class Target:
 
 
 def target_of(system_dir: Path) -> Target:
-    settings = score.campaign_settings(system_dir)
+    campaign = read_campaign(system_dir)
+    settings = campaign.settings if campaign else {}
     if isinstance(settings.get("target_accuracy"), (int, float)):
         return Target(float(settings["target_accuracy"]), "campaign.json target_accuracy")
     return Target(MLPERF_RESNET_TARGET, "MLPerf ResNet-50 target (no campaign.json)")
@@ -46,7 +46,7 @@ def eval_points(path: Path) -> list[tuple[float, float]]:
     """(minutes since run_start, top-1) of every eval_accuracy line of one result file."""
     from mlperf_logging.compliance_checker.mlp_parser import parse_file
 
-    loglines, _ = parse_file(str(path), ruleset=score.RULESET)
+    loglines, _ = parse_file(str(path), ruleset=RULESET)
     start = next((line.timestamp for line in loglines if line.key == "run_start"), None)
     if start is None:
         return []
@@ -68,7 +68,7 @@ def progress_path(system_dir: Path, result: Path, suffix: str = ".jsonl") -> Pat
 def progress_files(system_dir: Path) -> dict[str, Path]:
     """result file name -> its progress records, for the runs that have them."""
     found = {}
-    for result in score.result_files(system_dir):
+    for result in result_files(system_dir):
         path = progress_path(system_dir, result)
         if path.is_file():
             found[result.name] = path
@@ -78,7 +78,7 @@ def progress_files(system_dir: Path) -> dict[str, Path]:
 def text_only_note(system_dir: Path) -> str | None:
     """One line naming the progress records missing beside printed logs (runs made before
     the records), or None when no run is in that state."""
-    missing = [progress_path(system_dir, result) for result in score.result_files(system_dir)
+    missing = [progress_path(system_dir, result) for result in result_files(system_dir)
                if progress_path(system_dir, result, ".log").is_file()
                and not progress_path(system_dir, result).is_file()]
     if not missing:
@@ -99,7 +99,7 @@ def _save(fig, path: Path) -> Path:
 
 def accuracy_plot(system_dir: Path, out: Path) -> Path | None:
     system_dir = Path(system_dir)
-    files = score.result_files(system_dir)
+    files = result_files(system_dir)
     if not files:
         return None
     target = target_of(system_dir)
@@ -147,7 +147,7 @@ def throughput_plot(system_dir: Path, out: Path) -> Path | None:
     return _save(fig, out)
 
 
-def systems_plot(summaries: list[score.Summary], out: Path) -> Path | None:
+def systems_plot(summaries: list[Summary], out: Path) -> Path | None:
     scored = [s for s in summaries if s.score_minutes is not None]
     if not scored:
         return None
@@ -174,7 +174,7 @@ def systems_plot(summaries: list[score.Summary], out: Path) -> Path | None:
     return _save(fig, out)
 
 
-def draw_all(system_dir: Path, summaries: list[score.Summary]) -> dict[str, Path]:
+def draw_all(system_dir: Path, summaries: list[Summary]) -> dict[str, Path]:
     """Every plot that the folder's logs allow, next to summary.md: name -> path."""
     system_dir = Path(system_dir)
     drawn = {

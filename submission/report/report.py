@@ -14,17 +14,18 @@ import json
 from pathlib import Path
 
 from .. import comparison, score
+from ..results import Summary, read_campaign, result_files
 from . import plots, steadiness
 
 PROFILE_GLOB = "profile*.json"   # bench profiles (`python -m submission.bench ... json=FILE`) kept here
 
 
-def sibling_summaries(system_dir: Path, price: float | None) -> list[score.Summary]:
+def sibling_summaries(system_dir: Path, price: float | None) -> list[Summary]:
     """This system's summary first, then every other system in the same results folder."""
     system_dir = Path(system_dir).resolve()
     own = score.summarize(system_dir, price)
     others = [score.summarize(d) for d in sorted(system_dir.parent.iterdir())
-              if d.is_dir() and d != system_dir and score.result_files(d)]
+              if d.is_dir() and d != system_dir and result_files(d)]
     return [own] + others
 
 
@@ -65,8 +66,9 @@ def _bench_section(system_dir: Path) -> list[str]:
     return lines
 
 
-def _cost_section(system_dir: Path, summary: score.Summary, price: float | None) -> list[str]:
-    settings = score.campaign_settings(system_dir)
+def _cost_section(system_dir: Path, summary: Summary, price: float | None) -> list[str]:
+    campaign = read_campaign(system_dir)
+    settings = campaign.settings if campaign else {}
     if not summary.price_usd_per_hour:
         return ["No price: pass `price_usd_per_hour=USD_PER_HOUR` here or to the campaign (with "
                 "`price_source=` and `price_date=`) to the campaign."]
@@ -84,12 +86,11 @@ def build_report(system_dir: Path, price: float | None = None) -> tuple[str, dic
     summaries = sibling_summaries(system_dir, price)
     summary = summaries[0]
     drawn = plots.draw_all(system_dir, summaries)
-    campaign = score.read_campaign(system_dir)
+    campaign = read_campaign(system_dir)
     target = plots.target_of(system_dir)
     if campaign:
-        settings = (campaign.get("config") or {}).get("settings") or {}
-        origin = (f"Campaign of system `{campaign.get('system')}`, recipe `{settings.get('recipe')}`, "
-                  f"target {target.accuracy:.1%} top-1, started {campaign.get('created', '?')}.")
+        origin = (f"Campaign of system `{campaign.system}`, recipe `{campaign.settings.get('recipe')}`, "
+                  f"target {target.accuracy:.1%} top-1, started {campaign.created or '?'}.")
     else:
         origin = ("No campaign.json: MLPerf result logs read as they are (drawn target: "
                   f"{target.source}, {target.accuracy:.1%}).")

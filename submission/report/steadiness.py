@@ -20,8 +20,8 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import score
 from ..progress import EVAL, WINDOW, read_progress
+from ..results import RULESET, result_files
 from . import plots
 
 SLOW_WINDOW = 0.8         # a window below this share of its side's steady rate is slow
@@ -109,7 +109,7 @@ def eval_seconds(result: Path) -> list[float]:
     """Seconds from each eval_start to its eval_stop in one MLPerf result log."""
     from mlperf_logging.compliance_checker.mlp_parser import parse_file
 
-    loglines, _ = parse_file(str(result), ruleset=score.RULESET)
+    loglines, _ = parse_file(str(result), ruleset=RULESET)
     started, seconds = None, []
     for line in loglines:
         if line.key == "eval_start":
@@ -131,7 +131,7 @@ def campaign_steadiness(system_dir: Path) -> list[RunSteadiness]:
     steady = {side: statistics.median(rates) for side, rates in by_side.items()}
 
     found = []
-    for result in score.result_files(system_dir):
+    for result in result_files(system_dir):
         run = windows.get(result.name, [])
         ratios = [(w.rate / steady[w.side], f"window {i + 1} ({w.side} px)")
                   for i, w in enumerate(run) if w.judged and steady[w.side] > 0]

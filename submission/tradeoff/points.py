@@ -26,7 +26,7 @@ from ..config import Config, resolve
 from ..errors import ConfigError
 from ..jsonfile import write_json
 from ..progress import read_progress, run_energy
-from ..results import CampaignError, read_json, results_root
+from ..results import RULESET, CampaignError, read_json, results_root
 from ..system_description import run_description
 from .analysis import Evaluation, Point
 from .grid import COMMAND_LINE_KEYS, Grid, GridPoint
@@ -149,7 +149,7 @@ def point_record(point: GridPoint, log: Path, price_usd_per_hour: float, progres
     minutes from run_start to run_stop with the evaluations left out (as the write-ups count
     training time), at each evaluation too; its energy from its progress records."""
     from mlperf_logging.compliance_checker.mlp_parser import parse_file
-    lines, _ = parse_file(str(log), ruleset="2.0.0")
+    lines, _ = parse_file(str(log), ruleset=RULESET)
     first = {}
     evaluations, eval_ms, eval_began = [], 0.0, None
     for line in lines:
