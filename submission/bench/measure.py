@@ -27,8 +27,8 @@ Rows, in the order they are measured:
     size for a few seconds, in watts per process (NVML on a GPU, RAPL on a CPU host), or
     why they could not be read.
 quick=true keeps what a profile needs and `qualify` asks for: it leaves out the loaders'
-fresh-process probes, the plain loop, and the fed step at the smallest side, and times one
-round.
+fresh-process probes, the plain loop, and the fed step at the smallest side; with
+compile=true, also the eager step at the sides other than the compiled rows' two.
 With SAM (sam_interval N), every timed stretch is a multiple of N steps, so each mean holds
 the recipe's share of two-pass SAM steps.
 Ratios between rows survive a noisy machine better than absolute figures.
@@ -167,7 +167,7 @@ def measure(config, device: torch.device, steps: int, rounds: int, quick: bool =
     full = synthetic_batch(config.batch_per_device, config.train_resolution, data.num_classes, device)
     figures.update(_step_rows(config, step, full, device, steps, rounds, plain=not quick))
     base = figures["step"]
-    # a compiled quick bench (qualify's) is about the compiled rows: eager sides at their two sides
+    # a compiled quick bench (qualify's) is about the compiled rows: the eager step at their two sides
     figures["sizes"] = _side_rows(config, step, plan, device, steps,
                                   only=(config.train_resolution, min(plan.sides()))
                                   if quick and config.compile else None)

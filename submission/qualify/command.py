@@ -17,6 +17,7 @@ from pathlib import Path
 from .. import score
 from ..config import REPO_ROOT, ConfigError, parse_overrides, resolve
 from ..options import parse
+from ..data.prepare import cache_folder
 from ..data.synthetic_images import write_folder
 from ..profile import read as read_profile
 from ..report import steadiness
@@ -59,14 +60,17 @@ class Qualify:
         self.began = time.monotonic()
         self.overrides = overrides
         given_data = overrides.get("data_dir", "")
+        if given_data and not Path(given_data).is_dir():
+            raise ConfigError(f"data_dir={given_data} is not a folder: give an ImageNet-format folder "
+                              "(train/<class>/, val/<class>/), or leave data_dir out for qualify's own")
+        # the synthetic folder is made later: any folder lets the settings resolve
         probe = resolve(None, {**overrides, "dataset": "imagenet", "data_dir": given_data or "."})
         self.device_type = probe.device_type
         self.scale = planned.SCALES[self.device_type]
         self.minutes = options["minutes"] or planned.DEFAULT_MINUTES[self.device_type]
         self.recipes = _recipes(options["recipes"])
         self.system_name = probe.system_name
-        self.scratch = Path(probe.cache_dir if Path(probe.cache_dir).is_absolute()
-                            else REPO_ROOT / probe.cache_dir) / "qualify" / self.system_name
+        self.scratch = cache_folder(probe) / "qualify" / self.system_name
         stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
         self.out = (Path(options["out"]) if options["out"]
                     else results_root(probe) / "qualify" / f"{self.system_name}-{stamp}")

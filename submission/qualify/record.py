@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..jsonfile import write_json
+from .plan import NOT_COMPILED
 
 RECORD, MARKDOWN, LOG, REPORT = "qualify.json", "qualify.md", "qualify.log", "campaign-report.md"
 DONE, FAILED, LEFT_OUT, STOPPED = "done", "failed", "left out", "stopped at the budget's end"
@@ -169,7 +170,8 @@ def markdown(q: Qualification) -> str:
                   + ", ".join(f"{change} px {lost:.2f} s" for change, lost in c.side_changes.items())
                   for c in q.compiled if c.side_changes]
     else:
-        lines.append("No compiled bench finished (the parts above say why).")
+        lines.append(NOT_COMPILED.get(q.device_type, "No compiled bench finished (the parts above say why)")
+                     + ".")
     lines += ["", "## The short campaign", ""]
     c = q.campaign
     if c is None:

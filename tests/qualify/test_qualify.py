@@ -12,7 +12,9 @@ from conftest import run_submission
 from submission.cli import main as cli_main
 from submission.qualify import plan, record
 
-BUDGET_MINUTES = 8          # the parts measured 4-5 min on a slow 2-vCPU build machine (docs/qualify.md)
+# the parts took 6.7-6.9 min on a slow 2-vCPU build machine (docs/qualify.md): a budget twice
+# that lets every part fit on a machine as slow, busy with something else besides
+BUDGET_MINUTES = 15
 
 
 @pytest.mark.e2e
@@ -33,8 +35,8 @@ def test_qualify_profiles_every_recipe_and_times_a_campaign_inside_its_budget(tm
 
     q = record.read(out)
     status = {part.name: part.status for part in q.parts}
-    assert [status[p.name] for p in plan.parts("cpu")[:4]] == [record.DONE] * 4, status
-    assert status["bench mild compiled"] == record.LEFT_OUT      # minutes of compiling on 2 cores
+    assert [status[p.name] for p in plan.parts("cpu")] == [record.DONE] * 4, status
+    assert not q.compiled and plan.NOT_COMPILED["cpu"] in (out / record.MARKDOWN).read_text()
     assert [r.recipe for r in q.recipes] == list(plan.RECIPES)
     for recipe in q.recipes:                                      # each profile projects a run
         words = shlex.split(recipe.project_command)[3:]
