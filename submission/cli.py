@@ -106,7 +106,7 @@ def cmd_package(words: list[str]) -> int:
                           "(python -m submission package NAME ... [org=ORG] [results=DIR] [out=DIR])"
                           + (f", not {' '.join(names)}" if names else ""))
     org = options["org"] or resolve().org
-    results = Path(options["results"])
+    results = Path(options["results"]) if options["results"] else REPO_ROOT / "results"
     out = Path(options["out"]) if options["out"] else results / "package"
     built = package.build_package(results, names, org, out, REPO_ROOT)
     if not built.passed:

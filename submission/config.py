@@ -198,6 +198,12 @@ class Config(Settings):
 
 
 # ---------------------------------------------------------------------------
+def in_repository(path: str | Path) -> Path:
+    """`path`, relative to the repository unless absolute (results_dir, cache_dir)."""
+    path = Path(path)
+    return path if path.is_absolute() else REPO_ROOT / path
+
+
 def available_recipes() -> list[str]:
     return sorted(p.stem for p in RECIPES_DIR.glob("*.yaml"))
 

@@ -11,12 +11,12 @@ campaign is over.
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import distributed as dist_utils
 from .config import Config
+from .jsonfile import write_json
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,6 +55,6 @@ def agree_on_run(args: argparse.Namespace, config: Config, local_rank: int) -> R
         config = Config.from_dict(spec["config"])
         if args.state and local_rank == 0:
             remaining = 0 if spec["finish"] else spec["remaining"]
-            Path(args.state).write_text(json.dumps({"remaining": remaining}))
+            write_json(Path(args.state), {"remaining": remaining})
     return RunSpec(spec["run_index"], spec["runs"], spec["seed"], config,
                    bool(spec["cache_cleared"]), bool(spec["finish"]), spec["label"])

@@ -54,8 +54,8 @@ OPTIONS: dict[str, dict[str, Option]] = {
     "report": {"price_usd_per_hour": PRICE},
     "package": {"org": Option("the organisation: the package's folder and MLPerf submitter (default: "
                               "the org setting)", "", flag="--org"),
-                "results": Option("the results folder holding the systems' folders", "results",
-                                  flag="--results"),
+                "results": Option("the results folder holding the systems' folders (default: the "
+                                  "repository's results/)", flag="--results"),
                 "out": Option("where <org>/ is assembled (default: RESULTS/package)", "", flag="--out")},
     "describe": {"ruleset": RULESET},
     "project": {"profile": PROFILE, "loader_profile": LOADER_PROFILE, "dp_efficiency": DP_EFFICIENCY},
@@ -92,12 +92,12 @@ def _value(verb: str, name: str, option: Option, text: str) -> Any:
     """`text` as a value of `option`, or a ConfigError saying what it takes."""
     allowed = option.choices()
     if not text and not (isinstance(allowed, tuple) and "" in allowed):
-        raise ConfigError(f"{name} takes a value: {name}={_shown(option)} ({option.meaning})")
+        raise ConfigError(f"{name} takes a value ({name}=...): e.g. {name}={_shown(option)} ({option.meaning})")
     what = {bool: "true or false", int: "a whole number", float: "a number"}.get(option.kind, "")
     if isinstance(allowed, Range):
         what += " above 0" if option.kind is int and allowed == AT_LEAST_1 else f" {allowed}"
     if not what:
-        what = "one of " + ", ".join(c or "(empty)" for c in allowed) if isinstance(allowed, tuple) else "a value"
+        what = "one of " + ", ".join(f"{name}={c}" for c in allowed) if isinstance(allowed, tuple) else "a value"
     wrong = ConfigError(f"{name}={text}: give {what}"
                         f", e.g. {name}={_shown(option)} ({option.meaning})")
     if option.kind is bool:
@@ -163,7 +163,7 @@ def parse(verb: str, words: list[str]) -> tuple[dict[str, Any], list[str]]:
         name, sep, text = word.partition("=")
         if name in declared:
             if not sep:
-                raise ConfigError(f"{name} takes a value: {name}=VALUE ({declared[name].meaning})")
+                raise ConfigError(f"{name} takes a value ({name}=...): {declared[name].meaning}")
             values[name] = _value(verb, name, declared[name], text)
         else:
             rest.append(word)

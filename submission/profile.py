@@ -1,43 +1,27 @@
 """The bench profile: the rates `python -m submission bench ... json=FILE` measures on a
-machine and `project` reads, as one versioned type, with its writer and its reader.
+machine and `project`, `tradeoff` and `qualify` read, as one versioned type with its writer
+and its reader.
 
-Version 2 is written (version 1 until 2026-11-25). A version-1 file is read through `upgrade_v1`, the one place that
-knows what the older layout lacked and how the projection read each absence; nothing
-else sees a version-1 layout. The layout, version 2 (a side is a whole number of px,
-written as a string key; "optional" parts may be absent or null):
-
-  measured              date, host, device, device_name, torch, python, steps, rounds
-  settings              the run settings the bench ran with (RECORDED_SETTINGS); a name
-                        absent was not recorded; sam_interval is required
-  train_step            side -> img_per_s, first_step_s [, timed_steps, sam_steps]
-  eval_img_per_s        evaluation through the loader (second pass)
-  loader                kind, img_per_s, threads [, resolution, epoch_start_s]
-  fed_step_by_side      side -> fed_img_per_s, synthetic_img_per_s, in_turns (whether the
-                        synthetic step was timed in turns with the fed one); {} none measured
-  optional: setup_s (first_eval_extra [, in_run_first_epoch_extra]), loader_setup_s (cold,
-  warm: train_first_batch_s, val_first_pass_s [, warm_up_s, build_s, epoch_start_s]),
-  loop_overhead (normalize_resize_s, ema_s [, side, share_of_step]),
-  augmentation_ms_per_image (AUGMENTATION_STAGES [, images, threads, resolution, source]),
-  eval_forward_img_per_s, step_img_per_s, plain_loop_img_per_s, power (watts,
-  joules_per_image, seconds, side, source [, power_limit_watts, idle_watts]; or not_measured,
-  why), and
-  mfu and compiled (recorded for people, kept as written).
+Every field is declared once below, with the check its JSON value must pass (`figure`): the
+writer writes the dataclasses, the reader checks a file against the same declarations and
+builds them. A field without a default is needed; an optional one may be absent or null. A
+side is a whole number of px, written as a string key. Schema 2 is written and read; the
+schema-1 files of 2026-11-22/23 were converted once (CHANGELOG.md).
 """
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from . import settings as declared
-from .config import Config, ConfigError, load_recipe
+from .config import Config, ConfigError
+from .jsonfile import write_json
 
 SCHEMA = 2
-READABLE_SCHEMAS = (1, 2)
 WRITTEN_BY = "a profile is what `python -m submission bench ... json=FILE` writes"
 # the settings the bench ran with that a profile records (submission/settings.py marks them),
 # and those whose difference from the projected run's makes the measured rates doubtful
@@ -48,37 +32,68 @@ LOADER_KINDS = declared.admits("train_loader")
 AUGMENTATION_STAGES = ("decode", "crop_flip", "randaugment", "to_tensor", "total")
 
 
+# ---- the checks a field's JSON value passes -----------------------------------------
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _is_whole(value: Any, least: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+
+Check = tuple[Callable[[Any], bool], str]
+OBJECT: Check = (lambda v: isinstance(v, dict), "an object")
+RATE: Check = (lambda v: _is_number(v) and v > 0, "a number of images per second > 0")
+COUNT: Check = (lambda v: _is_whole(v, 1), "a whole number >= 1")
+WHOLE: Check = (lambda v: _is_whole(v, 0), "a whole number >= 0")
+SECONDS: Check = (lambda v: _is_number(v) and v >= 0, "a number of seconds >= 0")
+NUMBER: Check = (_is_number, "a number")
+POSITIVE: Check = (lambda v: _is_number(v) and v > 0, "a number > 0")
+TEXT: Check = (lambda v: isinstance(v, str), "a text")
+BOOL: Check = (lambda v: isinstance(v, bool), "true or false")
+KIND: Check = (lambda v: v in LOADER_KINDS, "one of " + ", ".join(LOADER_KINDS))
+
+
+def figure(check: Check, default: Any = MISSING, *, part: type | None = None, sides: type | None = None,
+           keys: dict[str, tuple[Check, bool]] | None = None) -> Any:
+    """A field of a profile's part: its check, and what it holds: a part of its own (`part`),
+    one part per side (`sides`), or named values with their checks and whether each is needed
+    (`keys`). No default: the field is needed."""
+    metadata = {"check": check, "part": part, "sides": sides, "keys": keys or {}}
+    return field(metadata=metadata) if default is MISSING else field(default=default, metadata=metadata)
+
+
 class ProfileError(ConfigError):
     """The profile is missing, unreadable or lacks a figure the projection needs."""
 
 
 @dataclass(frozen=True)
 class Measured:
-    date: str | None = None
-    host: str | None = None
-    device: str | None = None
-    device_name: str | None = None
-    torch: str | None = None
-    python: str | None = None
-    steps: int | None = None
-    rounds: int | None = None
+    date: str | None = figure(TEXT, None)
+    host: str | None = figure(TEXT, None)
+    device: str | None = figure(TEXT, None)
+    device_name: str | None = figure(TEXT, None)
+    torch: str | None = figure(TEXT, None)
+    python: str | None = figure(TEXT, None)
+    steps: int | None = figure(COUNT, None)
+    rounds: int | None = figure(COUNT, None)
 
 
 @dataclass(frozen=True)
 class SideStep:
-    img_per_s: float
-    first_step_s: float
-    timed_steps: int | None = None
-    sam_steps: int | None = None
+    img_per_s: float = figure(RATE)
+    first_step_s: float = figure(SECONDS)
+    timed_steps: int | None = figure(COUNT, None)
+    sam_steps: int | None = figure(WHOLE, None)
 
 
 @dataclass(frozen=True)
 class Loader:
-    kind: str
-    img_per_s: float
-    threads: int
-    resolution: int | None = None
-    epoch_start_s: float | None = None
+    kind: str = figure(KIND)
+    img_per_s: float = figure(RATE)
+    threads: int = figure(COUNT)
+    resolution: int | None = figure(COUNT, None)
+    epoch_start_s: float | None = figure(SECONDS, None)
 
     @property
     def img_per_s_per_thread(self) -> float:
@@ -88,86 +103,88 @@ class Loader:
 @dataclass(frozen=True)
 class FedStep:
     """The step fed by the loader and the synthetic step, at one side."""
-    fed_img_per_s: float
-    synthetic_img_per_s: float
-    in_turns: bool
+    fed_img_per_s: float = figure(RATE)
+    synthetic_img_per_s: float = figure(RATE)
+    in_turns: bool = figure(BOOL)
 
 
 @dataclass(frozen=True)
 class SetupExtra:
-    first_eval_extra: float
-    in_run_first_epoch_extra: float | None = None
+    first_eval_extra: float = figure(SECONDS)
+    in_run_first_epoch_extra: float | None = figure(SECONDS, None)
 
 
 @dataclass(frozen=True)
 class LoaderProbe:
     """The run's loaders in a fresh process after run_start."""
-    train_first_batch_s: float
-    val_first_pass_s: float
-    warm_up_s: float | None = None
-    build_s: float | None = None
-    epoch_start_s: float | None = None
+    train_first_batch_s: float = figure(SECONDS)
+    val_first_pass_s: float = figure(SECONDS)
+    warm_up_s: float | None = figure(SECONDS, None)
+    build_s: float | None = figure(SECONDS, None)
+    epoch_start_s: float | None = figure(SECONDS, None)
 
 
 @dataclass(frozen=True)
 class LoaderSetup:
-    cold: LoaderProbe
-    warm: LoaderProbe
+    cold: LoaderProbe = figure(OBJECT, part=LoaderProbe)
+    warm: LoaderProbe = figure(OBJECT, part=LoaderProbe)
 
 
 @dataclass(frozen=True)
 class LoopOverhead:
-    normalize_resize_s: float
-    ema_s: float
-    side: int | None = None
-    share_of_step: float | None = None
+    normalize_resize_s: float = figure(SECONDS)
+    ema_s: float = figure(SECONDS)
+    side: int | None = figure(COUNT, None)
+    share_of_step: float | None = figure(NUMBER, None)
 
 
 @dataclass(frozen=True)
 class Augmentation:
-    decode: float
-    crop_flip: float
-    randaugment: float
-    to_tensor: float
-    total: float
-    images: int | None = None
-    threads: int | None = None
-    resolution: int | None = None
-    source: str | None = None
+    decode: float = figure(SECONDS)
+    crop_flip: float = figure(SECONDS)
+    randaugment: float = figure(SECONDS)
+    to_tensor: float = figure(SECONDS)
+    total: float = figure(SECONDS)
+    images: int | None = figure(COUNT, None)
+    threads: int | None = figure(COUNT, None)
+    resolution: int | None = figure(COUNT, None)
+    source: str | None = figure(TEXT, None)
 
 
 @dataclass(frozen=True)
 class Power:
     """Energy counters read around the recipe step at full size (submission.energy): the
     process's device, or the CPU packages; or why they could not be read."""
-    watts: float | None = None
-    joules_per_image: float | None = None
-    seconds: float | None = None
-    side: int | None = None
-    source: str | None = None
-    power_limit_watts: float | None = None
-    idle_watts: float | None = None            # the same counters with nothing running
-    not_measured: str | None = None
+    watts: float | None = figure(POSITIVE, None)
+    joules_per_image: float | None = figure(POSITIVE, None)
+    seconds: float | None = figure(SECONDS, None)
+    side: int | None = figure(COUNT, None)
+    source: str | None = figure(TEXT, None)
+    power_limit_watts: float | None = figure(POSITIVE, None)
+    idle_watts: float | None = figure(POSITIVE, None)      # the same counters with nothing running
+    not_measured: str | None = figure(TEXT, None)
 
 
 @dataclass(frozen=True)
 class BenchProfile:
-    measured: Measured
-    settings: dict[str, Any]
-    train_step: dict[int, SideStep]
-    eval_img_per_s: float
-    loader: Loader
-    fed_step_by_side: dict[int, FedStep]
-    setup_s: SetupExtra | None = None
-    loader_setup_s: LoaderSetup | None = None
-    loop_overhead: LoopOverhead | None = None
-    augmentation_ms_per_image: Augmentation | None = None
-    eval_forward_img_per_s: float | None = None
-    step_img_per_s: float | None = None
-    plain_loop_img_per_s: float | None = None
-    mfu: dict[str, Any] | None = None
-    compiled: dict[str, Any] | None = None
-    power: Power | None = None
+    measured: Measured = figure(OBJECT, part=Measured)
+    settings: dict[str, Any] = figure(OBJECT, keys={"sam_interval": (WHOLE, True),
+                                                    "batch_per_device": (COUNT, False),
+                                                    "train_resolution": (COUNT, False)})
+    train_step: dict[int, SideStep] = figure(OBJECT, sides=SideStep)
+    eval_img_per_s: float = figure(RATE)               # evaluation through the loader (second pass)
+    loader: Loader = figure(OBJECT, part=Loader)
+    fed_step_by_side: dict[int, FedStep] = figure(OBJECT, sides=FedStep)   # {}: none measured
+    setup_s: SetupExtra | None = figure(OBJECT, None, part=SetupExtra)
+    loader_setup_s: LoaderSetup | None = figure(OBJECT, None, part=LoaderSetup)
+    loop_overhead: LoopOverhead | None = figure(OBJECT, None, part=LoopOverhead)
+    augmentation_ms_per_image: Augmentation | None = figure(OBJECT, None, part=Augmentation)
+    eval_forward_img_per_s: float | None = figure(RATE, None)
+    step_img_per_s: float | None = figure(RATE, None)
+    plain_loop_img_per_s: float | None = figure(RATE, None)
+    mfu: dict[str, Any] | None = figure(OBJECT, None)               # recorded for people
+    compiled: dict[str, Any] | None = figure(OBJECT, None)          # recorded for people
+    power: Power | None = figure(OBJECT, None, part=Power)
     # the file it was read from: not a figure, not written
     file: str = field(default="", compare=False, metadata={"written": False})
 
@@ -200,196 +217,70 @@ def to_json(profile: BenchProfile) -> dict[str, Any]:
 
 
 def write(profile: BenchProfile, path: Path | str) -> None:
-    Path(path).write_text(json.dumps(to_json(profile), indent=1) + "\n")
-
-
-# ---- checks ------------------------------------------------------------------
-_ABSENT = object()
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _is_whole(value: Any, least: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= least
-
-
-Check = tuple[Callable[[Any], bool], str]
-_OBJECT: Check = (lambda v: isinstance(v, dict), "an object")
-_RATE: Check = (lambda v: _is_number(v) and v > 0, "a number of images per second > 0")
-_COUNT: Check = (lambda v: _is_whole(v, 1), "a whole number >= 1")
-_WHOLE: Check = (lambda v: _is_whole(v, 0), "a whole number >= 0")
-_SECONDS: Check = (lambda v: _is_number(v) and v >= 0, "a number of seconds >= 0")
-_NUMBER: Check = (_is_number, "a number")
-_POSITIVE: Check = (lambda v: _is_number(v) and v > 0, "a number > 0")
-_TEXT: Check = (lambda v: isinstance(v, str), "a text")
-_BOOL: Check = (lambda v: isinstance(v, bool), "true or false")
-_KIND: Check = (lambda v: v in LOADER_KINDS, "one of " + ", ".join(LOADER_KINDS))
-
-
-def _at(data: dict[str, Any], name: str) -> Any:
-    value: Any = data
-    for key in name.split("."):
-        value = value.get(key, _ABSENT) if isinstance(value, dict) else _ABSENT
-    return value
-
-
-def _keys(data: dict[str, Any], name: str) -> list[str]:
-    value = _at(data, name)
-    return list(value) if isinstance(value, dict) else []
-
-
-def _fields(data: dict[str, Any], schema: int) -> list[tuple[str, Check, bool]]:
-    """(field, check, needed) of every field read, parents before their parts (a part of
-    an absent optional field is not looked at); version 2 needs some that version 1 lacked."""
-    v2 = schema == 2
-    by_side = _at(data, "fed_step_by_side")
-    fed_from_first_row = (not v2 and (by_side is _ABSENT or not by_side)
-                          and _at(data, "fed_step_img_per_s") not in (_ABSENT, None)
-                          and _at(data, "step_img_per_s") not in (_ABSENT, None))
-    fields = [("measured", _OBJECT, True), ("settings", _OBJECT, True), ("train_step", _OBJECT, True),
-              ("eval_img_per_s", _RATE, True), ("loader", _OBJECT, True),
-              ("loader.img_per_s", _RATE, True), ("loader.threads", _COUNT, True),
-              ("loader.kind", _KIND, v2), ("loader.resolution", _COUNT, False),
-              ("loader.epoch_start_s", _SECONDS, False),
-              ("settings.sam_interval", _WHOLE, v2), ("settings.batch_per_device", _COUNT, False),
-              # the side a version-1 profile's one fed step was measured at
-              ("settings.train_resolution", _COUNT, fed_from_first_row),
-              ("fed_step_by_side", _OBJECT, v2), ("setup_s", _OBJECT, False),
-              ("setup_s.first_eval_extra", _SECONDS, v2),
-              ("setup_s.in_run_first_epoch_extra", _SECONDS, False),
-              ("loader_setup_s", _OBJECT, False), ("loop_overhead", _OBJECT, False),
-              ("loop_overhead.normalize_resize_s", _SECONDS, v2), ("loop_overhead.ema_s", _SECONDS, v2),
-              ("loop_overhead.side", _COUNT, False), ("loop_overhead.share_of_step", _NUMBER, False),
-              ("augmentation_ms_per_image", _OBJECT, False), ("eval_forward_img_per_s", _RATE, False),
-              ("step_img_per_s", _RATE, False), ("plain_loop_img_per_s", _RATE, False),
-              ("mfu", _OBJECT, False), ("compiled", _OBJECT, False), ("power", _OBJECT, False),
-              ("power.watts", _POSITIVE, False), ("power.joules_per_image", _POSITIVE, False),
-              ("power.seconds", _SECONDS, False), ("power.side", _COUNT, False),
-              ("power.source", _TEXT, False), ("power.power_limit_watts", _POSITIVE, False),
-              ("power.idle_watts", _POSITIVE, False), ("power.not_measured", _TEXT, False)]
-    if not v2:
-        fields.append(("fed_step_img_per_s", _RATE, False))
-    return fields + _part_fields(data, v2)
-
-
-def _part_fields(data: dict[str, Any], v2: bool) -> list[tuple[str, Check, bool]]:
-    """(field, check, needed) of the parts of the fields that hold several."""
-    fields = [(f"measured.{key}", _TEXT, False)
-               for key in ("date", "host", "device", "device_name", "torch", "python")]
-    fields += [(f"measured.{key}", _COUNT, False) for key in ("steps", "rounds")]
-    fields += [(f"augmentation_ms_per_image.{key}", _SECONDS, True) for key in AUGMENTATION_STAGES]
-    fields += [(f"augmentation_ms_per_image.{key}", check, False) for key, check in (
-        ("images", _COUNT), ("threads", _COUNT), ("resolution", _COUNT), ("source", _TEXT))]
-    for side in _keys(data, "train_step"):
-        fields += [(f"train_step.{side}", _OBJECT, True), (f"train_step.{side}.img_per_s", _RATE, True),
-                   (f"train_step.{side}.first_step_s", _SECONDS, v2),
-                   (f"train_step.{side}.timed_steps", _COUNT, False),
-                   (f"train_step.{side}.sam_steps", _WHOLE, False)]
-    for probe in ("cold", "warm"):
-        fields += [(f"loader_setup_s.{probe}", _OBJECT, True)]
-        fields += [(f"loader_setup_s.{probe}.{key}", _SECONDS, key.endswith("first_batch_s")
-                    or key.endswith("first_pass_s"))
-                   for key in ("train_first_batch_s", "val_first_pass_s", "warm_up_s", "build_s",
-                               "epoch_start_s")]
-    for side in _keys(data, "fed_step_by_side"):
-        fields += [(f"fed_step_by_side.{side}", _OBJECT, True),
-                   (f"fed_step_by_side.{side}.fed_img_per_s", _RATE, True),
-                   (f"fed_step_by_side.{side}.synthetic_img_per_s", _RATE, True),
-                   (f"fed_step_by_side.{side}.in_turns", _BOOL, v2)]
-    return fields
-
-
-def problems(data: dict[str, Any], schema: int = SCHEMA) -> list[str]:
-    """Each field of a profile of `schema` that is not of the type and range the bench
-    writes, named."""
-    found = [f"{name} side {side!r} is not a whole number of px"
-             for name in ("train_step", "fed_step_by_side") for side in _keys(data, name)
-             if not (side.isascii() and side.isdigit())]
-    skip_below: list[str] = []      # fields reported, or optional and absent: not their parts
-    for name, (ok, what), needed in _fields(data, schema):
-        value = _at(data, name)
-        if any(name.startswith(f"{parent}.") for parent in skip_below) or (
-                not needed and value in (_ABSENT, None)):
-            skip_below.append(name)
-            continue
-        if value is _ABSENT or not ok(value):
-            skip_below.append(name)
-            found.append(f"{name} is {'missing' if value is _ABSENT else json.dumps(value)}, not {what}")
-    return found
-
-
-# ---- the one upgrade -----------------------------------------------------------
-def _recipe_file_setting(settings: dict[str, Any], key: str, default: Any) -> Any:
-    """`key` of the recipe file the profile names, else `default`."""
-    try:
-        return load_recipe(settings["recipe"]).get(key, default) if settings.get("recipe") else default
-    except ConfigError:
-        return default
-
-
-def upgrade_v1(data: dict[str, Any]) -> dict[str, Any]:
-    """A valid schema-1 profile in the version-2 layout, each figure it lacks filled in as
-    the projection read its absence. `data` is left as it was."""
-    v2 = {**copy.deepcopy(data), "schema": 2}
-    settings, loader = v2["settings"], v2["loader"]
-    # profiles before 2026-11-24 name the recipe only: SAM and the loader are its file's
-    if "sam_interval" not in settings:
-        settings["sam_interval"] = _recipe_file_setting(settings, "sam_interval", 0)
-    settings["sam_interval"] = settings["sam_interval"] or 0
-    if not loader.get("kind"):
-        loader["kind"] = (settings["train_loader"] if "train_loader" in settings
-                          else _recipe_file_setting(settings, "train_loader", "ffcv"))
-    # profiles before 2026-11-23 hold the fed step at full size only, against the bench's
-    # first row (timed a minute earlier, not in turns with it)
-    fed, synthetic = v2.pop("fed_step_img_per_s", None), v2.get("step_img_per_s")
-    if v2.get("fed_step_by_side"):
-        v2["fed_step_by_side"] = {side: {**pair, "in_turns": True}
-                                  for side, pair in v2["fed_step_by_side"].items()}
-    else:
-        v2["fed_step_by_side"] = ({str(settings["train_resolution"]): {
-            "fed_img_per_s": fed, "synthetic_img_per_s": synthetic, "in_turns": False}}
-            if fed and synthetic else {})
-    for side in v2["train_step"].values():
-        side["first_step_s"] = side.get("first_step_s") or 0.0
-    # set-up figures and loop work not measured count nothing; an empty part is none
-    setup, overhead = v2.get("setup_s"), v2.get("loop_overhead")
-    v2["setup_s"] = {**setup, "first_eval_extra": setup.get("first_eval_extra") or 0.0} if setup else None
-    v2["loop_overhead"] = ({**overhead, **{key: overhead.get(key) or 0.0
-                                           for key in ("normalize_resize_s", "ema_s")}}
-                           if overhead else None)
-    return v2
+    write_json(Path(path), to_json(profile))
 
 
 # ---- reader --------------------------------------------------------------------
-def _part(cls: type, data: dict[str, Any] | None) -> Any:
-    """`cls` from its JSON object (fields it does not know are left out), None from null."""
+_ABSENT = object()
+
+
+def _written(cls: type) -> list[dataclasses.Field]:
+    return [f for f in dataclasses.fields(cls) if f.metadata.get("written", True)]
+
+
+def _needed(f: dataclasses.Field) -> bool:
+    return f.default is MISSING and f.default_factory is MISSING
+
+
+def _part_problems(cls: type, data: dict[str, Any], prefix: str) -> list[str]:
+    """Each field of `cls` in `data` that is not what its declaration checks, named."""
+    found = []
+    for f in _written(cls):
+        name, value = prefix + f.name, data.get(f.name, _ABSENT)
+        if value in (_ABSENT, None) and not _needed(f):
+            continue
+        ok, what = f.metadata["check"]
+        if value is _ABSENT or not ok(value):
+            found.append(f"{name} is {'missing' if value is _ABSENT else json.dumps(value)}, not {what}")
+            continue
+        meta = f.metadata
+        if meta["part"]:
+            found += _part_problems(meta["part"], value, f"{name}.")
+        for side, item in value.items() if meta["sides"] else ():
+            if not (side.isascii() and side.isdigit()):
+                found.append(f"{name} side {side!r} is not a whole number of px")
+            elif not isinstance(item, dict):
+                found.append(f"{name}.{side} is {json.dumps(item)}, not an object")
+            else:
+                found += _part_problems(meta["sides"], item, f"{name}.{side}.")
+        for key, ((check, check_what), needed) in meta["keys"].items():
+            item = value.get(key, _ABSENT)
+            if (item is _ABSENT and needed) or (item is not _ABSENT and not check(item)):
+                found.append(f"{name}.{key} is {'missing' if item is _ABSENT else json.dumps(item)}, "
+                             f"not {check_what}")
+    return found
+
+
+def problems(data: dict[str, Any]) -> list[str]:
+    """Each field of a profile that is not of the type and range the bench writes, named."""
+    return _part_problems(BenchProfile, data, "")
+
+
+def _build(cls: type, data: dict[str, Any] | None) -> Any:
+    """`cls` from its checked JSON object (fields it does not know are left out), None from null."""
     if data is None:
         return None
-    return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
-
-
-def _loader_setup(probes: dict[str, Any] | None) -> LoaderSetup | None:
-    return None if probes is None else LoaderSetup(_part(LoaderProbe, probes["cold"]),
-                                                   _part(LoaderProbe, probes["warm"]))
-
-
-def _build(data: dict[str, Any], source: str) -> BenchProfile:
-    """The typed profile of a valid version-2 layout."""
-    return BenchProfile(
-        measured=_part(Measured, data["measured"]), settings=dict(data["settings"]),
-        train_step={int(side): _part(SideStep, v) for side, v in data["train_step"].items()},
-        eval_img_per_s=data["eval_img_per_s"], loader=_part(Loader, data["loader"]),
-        fed_step_by_side={int(side): _part(FedStep, v) for side, v in data["fed_step_by_side"].items()},
-        setup_s=_part(SetupExtra, data.get("setup_s")),
-        loader_setup_s=_loader_setup(data.get("loader_setup_s")),
-        loop_overhead=_part(LoopOverhead, data.get("loop_overhead")),
-        augmentation_ms_per_image=_part(Augmentation, data.get("augmentation_ms_per_image")),
-        eval_forward_img_per_s=data.get("eval_forward_img_per_s"),
-        step_img_per_s=data.get("step_img_per_s"), plain_loop_img_per_s=data.get("plain_loop_img_per_s"),
-        mfu=data.get("mfu"), compiled=data.get("compiled"), power=_part(Power, data.get("power")),
-        file=source)
+    values = {}
+    for f in _written(cls):
+        if f.name not in data:
+            continue
+        value, meta = data[f.name], f.metadata
+        if meta.get("part"):
+            value = _build(meta["part"], value)
+        elif meta.get("sides"):
+            value = {int(side): _build(meta["sides"], item) for side, item in value.items()}
+        values[f.name] = value
+    return cls(**values)
 
 
 def _json_kind(value: Any) -> str:
@@ -407,11 +298,15 @@ def _schema_problem(data: Any) -> str | None:
     schema = data["schema"]
     if _is_whole(schema, 0) and schema > SCHEMA:
         return (f"is a schema-{schema} bench profile, newer than this harness reads (schema "
-                f"{SCHEMA} and older), written by a later version of the harness: project it "
+                f"{SCHEMA}), written by a later version of the harness: project it "
                 "with that version, or measure again with this one")
-    if not _is_whole(schema, 0) or schema not in READABLE_SCHEMAS:
+    if schema == 1:
+        return ("is a schema-1 bench profile (written before 2026-11-25), which this version no "
+                "longer reads: measure it again (the bench command below), or convert it with a "
+                "release before 2026-11-26 (it read and upgraded schema 1)")
+    if not _is_whole(schema, 0) or schema != SCHEMA:
         return (f"has \"schema\": {json.dumps(schema)}, which is no bench profile schema this "
-                f"harness reads ({', '.join(map(str, READABLE_SCHEMAS))}); {WRITTEN_BY}")
+                f"harness reads ({SCHEMA}); {WRITTEN_BY}")
     return None
 
 
@@ -420,19 +315,16 @@ def _error(option: str, source: str, wrong: str, remedy: str) -> ProfileError:
 
 
 def parse(data: Any, source: str, option: str = "profile", remedy: str = "") -> BenchProfile:
-    """The profile in `data` (JSON read from `source`), of any readable schema. A problem
-    raises ProfileError naming the option, the file and each field wrong, then `remedy`."""
+    """The profile in `data` (JSON read from `source`). A problem raises ProfileError naming
+    the option, the file and each field wrong, then `remedy`."""
     wrong = _schema_problem(data)
     if wrong:
         raise _error(option, source, wrong, remedy)
-    for schema in range(data["schema"], SCHEMA + 1):
-        found = problems(data, schema)
-        if found:
-            raise _error(option, source, f"is not a bench profile the projection can use: "
-                                         f"{'; '.join(found)}", remedy)
-        if schema == 1:
-            data = upgrade_v1(data)
-    return _build(data, source)
+    found = problems(data)
+    if found:
+        raise _error(option, source, f"is not a bench profile the projection can use: "
+                                     f"{'; '.join(found)}", remedy)
+    return dataclasses.replace(_build(BenchProfile, data), file=source)
 
 
 def read(path: Path | str, option: str = "profile", remedy: str = "") -> BenchProfile:

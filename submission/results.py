@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .config import REPO_ROOT, Config
+from .config import Config, in_repository
 from .jsonfile import write_json
 
 BENCHMARK = "resnet"          # the MLPerf benchmark folder of result files
@@ -53,8 +53,7 @@ def read_json(path: Path) -> dict:
 
 def results_root(config: Config) -> Path:
     """results_dir, relative to the repository unless absolute."""
-    root = Path(config.results_dir)
-    return root if root.is_absolute() else REPO_ROOT / root
+    return in_repository(config.results_dir)
 
 
 def system_dir(config: Config) -> Path:

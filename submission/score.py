@@ -23,6 +23,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from .costs import usd
 from .energy import Energy
 from .progress import read_progress, run_energy
 from .results import (BENCHMARK, RULESET, RunResult, Summary, read_campaign, result_files, result_index,
@@ -91,7 +92,7 @@ def read_run(path: Path, price_usd_per_hour: float = 0.0, ruleset: str = RULESET
     img_per_s = None
     if minutes and train_samples and epochs is not None:
         img_per_s = train_samples * epochs / (minutes * 60)
-    cost = minutes / 60 * price_usd_per_hour if minutes is not None and price_usd_per_hour else None
+    cost = usd(minutes, price_usd_per_hour) if minutes is not None else None
     return RunResult(file=Path(path).name, seed=seed, status=status, epochs=epochs,
                      accuracy=accuracy, minutes=minutes, train_samples=train_samples,
                      img_per_s=img_per_s, cost_usd=cost, reason=reason,
@@ -233,7 +234,7 @@ def summary_markdown(summary: Summary) -> str:
     lines.append((f"Energy: {kwh:.4g} kWh for the campaign's {len(summary.runs)} runs, run_start to "
                   f"run_stop ({summary.energy_note})." if kwh is not None else
                   f"Energy: {summary.energy_note or 'not measured'}.") if summary.runs else "Energy: no runs.")
-    lines.append(f"Throughput: training samples x epochs / (run_stop - run_start); "
+    lines.append("Throughput: training samples x epochs / (run_stop - run_start); "
                  "evaluation time is included.")
     return "\n".join(lines) + "\n"
 

@@ -1,8 +1,7 @@
-"""submission.profile: the bench profile's one type, its version-2 writer and reader, and
-the upgrade of a schema-1 file."""
+"""submission.profile: the bench profile's one type, each field declared with its check, its
+writer and its reader."""
 from __future__ import annotations
 
-import copy
 import json
 
 import pytest
@@ -11,76 +10,28 @@ from conftest import REPO
 from submission import profile as profile_module
 from submission.bench.measure import profile as bench_profile
 from submission.config import resolve
-from submission.profile import FedStep, Loader, ProfileError, parse, read, upgrade_v1, write
+from submission.profile import FedStep, Loader, ProfileError, parse, read, write
 from submission.projection import rates
 
 
-def _v1(**changes):
-    """A schema-1 profile as the bench wrote it on 2026-11-22: no loader kind, no SAM
-    setting, the fed step at full size only, against the bench's first row."""
-    data = {"schema": 1,
-            "measured": {"date": "2026-11-22", "host": "test host", "device": "cpu",
-                         "device_name": "test cpu", "torch": "2.14.1", "python": "3.11.7", "steps": 4},
-            "settings": {"system": "cpu", "recipe": "mild", "batch_per_device": 64, "precision": "fp32",
-                         "amp_dtype": "fp16", "workers_per_device": 2, "compile": False,
-                         "train_resolution": 32, "eval_resolution": 32},
-            "train_step": {"16": {"img_per_s": 400.0, "first_step_s": 0.5}, "32": {"img_per_s": 100.0}},
-            "eval_img_per_s": 300.0,
-            "loader": {"img_per_s": 1000.0, "threads": 2, "resolution": 32},
-            "setup_s": {"first_eval_extra": 0.01},
-            "step_img_per_s": 100.0, "fed_step_img_per_s": 80.0, "plain_loop_img_per_s": 120.0,
-            "mfu": {"mfu": 0.1}, "loop_overhead": {"side": 16, "normalize_resize_s": 0.002}}
-    data.update(changes)
-    return data
+def test_a_schema_1_profile_is_refused_saying_what_to_do():
+    """Schema 1 (2026-11-22/23) was converted once, in the shipped files; its reader is gone."""
+    data = {"schema": 1, "measured": {}, "settings": {}, "train_step": {"32": {"img_per_s": 1.0}},
+            "eval_img_per_s": 1.0, "loader": {"img_per_s": 1.0, "threads": 1}}
+    with pytest.raises(ProfileError, match=r"old.json is a schema-1 bench profile .* measure it again"):
+        parse(data, "old.json")
 
 
-def test_upgrade_fills_what_a_v1_profile_lacks_as_the_projection_read_it():
-    old = _v1()
-    kept = copy.deepcopy(old)
-    new = upgrade_v1(old)
-    assert old == kept                                      # the input is left as it was
-    assert new["schema"] == 2 and "fed_step_img_per_s" not in new
-    assert new["loader"]["kind"] == "ffcv"                  # Mild's recipe file: FFCV
-    assert new["settings"]["sam_interval"] == 0             # Mild has no SAM
-    # the fed step at the training resolution, against the first row's synthetic step
-    assert new["fed_step_by_side"] == {"32": {"fed_img_per_s": 80.0, "synthetic_img_per_s": 100.0,
-                                              "in_turns": False}}
-    assert new["train_step"]["32"]["first_step_s"] == 0.0  # not measured: no set-up counted
-    assert new["loop_overhead"] == {"side": 16, "normalize_resize_s": 0.002, "ema_s": 0.0}
-    assert profile_module.problems(new) == []
-
-
-def test_a_v1_profile_without_fed_step_by_side_costs_what_it_cost_before():
-    """1/80 - 1/100 s an image at every side, as the projection counted it before."""
-    upgraded = parse(_v1(), "old.json")
-    assert upgraded.fed_step_by_side == {32: FedStep(80.0, 100.0, in_turns=False)}
-    assert rates.loader_costs(upgraded) == {32: pytest.approx(1 / 80 - 1 / 100)}
-    assert rates.loader_cost_at(rates.loader_costs(upgraded), 16) == pytest.approx(1 / 80 - 1 / 100)
-    # pairs timed in turns are kept, and say so; without any fed figure nothing is counted
-    by_side = {"32": {"fed_img_per_s": 90.0, "synthetic_img_per_s": 100.0}}
-    assert parse(_v1(fed_step_by_side=by_side), "p.json").fed_step_by_side == {32: FedStep(90.0, 100.0, True)}
-    bare = _v1()
-    del bare["fed_step_img_per_s"]
-    assert parse(bare, "p.json").fed_step_by_side == {}
-
-
-@pytest.mark.parametrize("settings, kind, sam", [
-    ({"recipe": "hot"}, "torchvision", 5),               # before 2026-11-24: the recipe file's
-    ({"recipe": "medium"}, "ffcv", 10),
-    ({"recipe": "hot", "train_loader": "ffcv", "sam_interval": 0}, "ffcv", 0),   # recorded: as recorded
-    ({"recipe": "no-such-recipe"}, "ffcv", 0),           # a recipe file not found: FFCV, no SAM
-    ({}, "ffcv", 0),
-])
-def test_a_v1_profile_without_loader_kind_gets_its_recipes_loader(settings, kind, sam):
-    data = _v1()
-    data["settings"] = {**{k: v for k, v in data["settings"].items() if k != "recipe"}, **settings}
-    upgraded = parse(data, "p.json")
-    assert upgraded.loader.kind == kind and upgraded.sam_interval == sam
-
-
-def test_a_v1_profile_naming_its_loader_keeps_it():
-    data = _v1(loader={"img_per_s": 1000.0, "threads": 2, "kind": "torchvision"})
-    assert parse(data, "p.json").loader == Loader("torchvision", 1000.0, 2)
+def test_the_shipped_profiles_are_schema_2_and_read_as_before():
+    h100 = read(REPO / "docs" / "gpu-h100-2026-11-22" / "profile-h100.json")
+    assert h100.loader == Loader("ffcv", 4296.237316060406, 12, 176) and h100.sam_interval == 0
+    # the one fed step the bench measured then: at full size, against its first row
+    assert h100.fed_step_by_side == {176: FedStep(6108.55037179857, 6321.601286694789, in_turns=False)}
+    # its loader alone (4,296 img/s) is slower than the fed step: the loader's limit, counted
+    # apart, so feeding adds nothing to the step itself
+    assert rates.loader_costs(h100) == {176: 0.0}
+    hot = read(REPO / "docs" / "projection-hot-loader-cpu.json")
+    assert hot.loader.kind == "torchvision" and hot.sam_interval == 5
 
 
 def test_a_v2_profile_written_and_read_back_is_the_same(tmp_path):
@@ -158,12 +109,3 @@ def test_a_damaged_v2_field_is_named(change, field):
     message = str(raised.value)
     assert message.startswith("loader_profile l.json is not a bench profile the projection can use: ")
     assert field in message and message.endswith("; measure it")
-
-
-def test_a_v1_fed_step_without_its_side_is_named():
-    """No bench wrote one (settings.train_resolution is in every profile): a hand-made
-    file's fed step needs the side it was measured at."""
-    data = _v1()
-    del data["settings"]["train_resolution"]
-    with pytest.raises(ProfileError, match=r"settings\.train_resolution is missing, not a whole number"):
-        parse(data, "p.json")

@@ -249,7 +249,7 @@ def test_score_refuses_a_folder_without_result_files_and_writes_nothing(tmp_path
     (tmp_path / "empty").mkdir()
     before = _files(tmp_path)
     for folder, hint in ((tmp_path / "empty", "give a results/<system_name> folder"),
-                         (tmp_path, f"it holds the systems test_system: give one of them"),
+                         (tmp_path, "it holds the systems test_system: give one of them"),
                          (system / "resnet", f"give the folder above it, {system}")):
         assert cli_main(["score", str(folder)]) == 2
         assert f"{folder} holds no resnet/result_*.txt: {hint}" in capsys.readouterr().err

@@ -49,9 +49,10 @@ def test_project_trains_and_evaluates_what_the_loop_would(train_limit, procs, ba
     plan = RunPlan.of(config, train_limit)
     if (train_limit, procs, batch) == (4_095, 2, 1_024):
         assert plan.steps_per_epoch == 2
-    profile = {"schema": 1, "measured": {}, "settings": {"batch_per_device": batch},
-               "train_step": {str(side): {"img_per_s": 100.0} for side in plan.sides()},
-               "eval_img_per_s": 100.0, "loader": {"img_per_s": 1e9, "threads": 1}}
+    profile = {"schema": 2, "measured": {}, "settings": {"batch_per_device": batch, "sam_interval": 0},
+               "train_step": {str(side): {"img_per_s": 100.0, "first_step_s": 0.0} for side in plan.sides()},
+               "eval_img_per_s": 100.0, "loader": {"kind": "ffcv", "img_per_s": 1e9, "threads": 1},
+               "fed_step_by_side": {}}
     result = projection.project(config, read_profile(profile, "p.json"))
     trained = sum(p.images for p in result.parts if p.what.startswith("train"))
     assert trained == plan.total_steps * config.global_batch_size

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import REPO_ROOT, Config, ConfigError
+from ..config import Config, ConfigError, in_repository
 from . import sources
 from .beton_cache import cached_beton, head_sha256, write_settings
 from .image_checks import drop_unusable
@@ -39,8 +39,7 @@ def _subset(split, limit: int):
 
 
 def cache_folder(config: Config) -> Path:
-    folder = Path(config.cache_dir)
-    return folder if folder.is_absolute() else REPO_ROOT / folder
+    return in_repository(config.cache_dir)
 
 
 def _source_splits(config: Config) -> tuple:

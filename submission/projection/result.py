@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..costs import usd
+
 # what a part of a run is
 TRAINING, EVALUATION, SET_UP, EPOCH_STARTS = "training", "evaluation", "set-up", "epoch starts"
 
@@ -69,7 +71,7 @@ class Projection:
 
     @property
     def run_cost_usd(self) -> float | None:
-        return self.run_minutes / 60 * self.price_usd_per_hour if self.price_usd_per_hour else None
+        return usd(self.run_minutes, self.price_usd_per_hour)
 
     @property
     def run_kwh(self) -> float | None:

@@ -94,7 +94,7 @@ def parts(device_type: str, recipes: tuple[str, ...] = RECIPES) -> list[Part]:
     return found
 
 
-NOT_COMPILED = {"cpu": "on a CPU qualify does not compile: Inductor's C++ build of one step takes "
+NOT_COMPILED = {"cpu": "On a CPU qualify does not compile: Inductor's C++ build of one step takes "
                        "minutes of a 5-minute budget (`bench compile=true` measures it)"}
 
 

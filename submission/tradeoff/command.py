@@ -24,13 +24,15 @@ from pathlib import Path
 import time
 
 from .. import descriptor, published, runs, said
-from ..config import REPO_ROOT, Config, parse_overrides, resolve
+from ..config import Config, in_repository, parse_overrides, resolve
+from ..costs import usd
 from ..errors import ConfigError
 from ..options import parse
 from . import report
 from . import points as grid_points
 from .grid import Grid, load_grid
 from .grid_progress import GridProgress
+
 
 def main(words: list[str]) -> int:
     if words[:1] == ["published"]:
@@ -187,8 +189,7 @@ def draw_published(given: dict[str, str]) -> int:
     with their dollars at each descriptor's price."""
     if set(given) - {"results_dir"}:
         raise ConfigError("tradeoff published takes only results_dir=")
-    root = Path(given.get("results_dir", "results"))
-    folder = (root if root.is_absolute() else REPO_ROOT / root) / "tradeoff" / "published"
+    folder = in_repository(given.get("results_dir", "results")) / "tradeoff" / "published"
     folder.mkdir(parents=True, exist_ok=True)
     from .plots import plot_tradeoff
     systems = sorted({p.system for p in published.POINTS if p.system})
@@ -206,7 +207,7 @@ def draw_published(given: dict[str, str]) -> int:
         lines += report.published_table([system])[2:]
         if price:
             lines += [f"At ${price:g}/hour (systems/{system}.json): "
-                      + "; ".join(f"{p.configuration} {p.top1 * 100:.1f}% ${p.minutes / 60 * price:,.2f}"
+                      + "; ".join(f"{p.configuration} {p.top1 * 100:.1f}% ${usd(p.minutes, price):,.2f}"
                                   for p in published.points_for(system)), ""]
     lines += report.ablations_table()
     (folder / report.REPORT).write_text("\n".join(lines) + "\n")

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from .. import runs
 from ..config import Config, resolve
+from ..costs import usd
 from ..errors import ConfigError
 from ..jsonfile import write_json
 from ..progress import read_progress, run_energy
@@ -170,7 +171,7 @@ def point_record(point: GridPoint, log: Path, price_usd_per_hour: float, progres
                            f"({reason or 'no evaluation'}): kept in {log.parent}, left out of the curves; "
                            "move that folder aside to run the point again")
     minutes = (first["run_stop"].timestamp - first["run_start"].timestamp - eval_ms) / 60000
-    cost = minutes / 60 * price_usd_per_hour if price_usd_per_hour else None
+    cost = usd(minutes, price_usd_per_hour)
     used = run_energy(read_progress(progress)) if progress is not None and progress.is_file() else None
     return Point(point.configuration, point.budget, point.seed, evaluations[-1].top1, minutes, cost,
                  tuple(evaluations), used.joules if used else None)
@@ -203,7 +204,7 @@ def finished_points(grid: Grid, folder: Path, price_usd_per_hour: float,
                 left_out.append(str(exc))
                 continue
         figures = Point.from_dict(json.loads(record.read_text()))
-        cost = figures.minutes / 60 * price_usd_per_hour if price_usd_per_hour else None
+        cost = usd(figures.minutes, price_usd_per_hour)
         found.append(dataclasses.replace(figures, cost_usd=cost))
     return found, left_out
 

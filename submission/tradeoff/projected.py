@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from .. import settings as declared
 from ..config import Config, resolve
+from ..costs import usd
 from ..descriptor import available_systems, load_descriptor
 from ..errors import ConfigError
 from ..profile import BenchProfile, read
@@ -96,7 +97,7 @@ def _projected(config: Config, curve: CurvePoint, profile: BenchProfile, loader:
                           f"loader figures: {loader_remedy(config)}")
     projection = project(config, profile, loader, dp, infer_sides=True)
     minutes = projection.run_minutes - projection.evaluation_minutes    # as a measured point counts them
-    cost = minutes / 60 * config.price_usd_per_hour if config.price_usd_per_hour else None
+    cost = usd(minutes, config.price_usd_per_hour)
     kwh = projection.run_kwh
     return CurvePoint(curve.configuration, curve.budget, curve.seeds, curve.top1_mean, curve.top1_std,
                       curve.top1_min, curve.top1_max, minutes, minutes, minutes, cost,

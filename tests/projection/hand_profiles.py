@@ -12,14 +12,16 @@ def _profile(sides, img_per_s=100.0, *, loader=1e6, threads=2, eval_rate=200.0, 
     steps = {str(s): {"img_per_s": img_per_s(s) if callable(img_per_s) else img_per_s,
                       "first_step_s": first_step_s if first_step_s is not None else 0.0}
              for s in sides}
-    profile = {"schema": 1,
+    profile = {"schema": 2,
                "measured": {"date": "2026-11-22", "host": "test host, 2 cores", "device": device,
                             "device_name": "test device", "torch": "2.14.1"},
                "settings": {"system": system, "recipe": "mild", "batch_per_device": batch,
                             "precision": "fp32", "amp_dtype": "fp16", "workers_per_device": threads,
-                            "compile": False, "train_resolution": 32, "eval_resolution": 32},
+                            "compile": False, "train_resolution": 32, "eval_resolution": 32,
+                            "sam_interval": 0, "train_loader": "ffcv"},
                "train_step": steps, "eval_img_per_s": eval_rate,
-               "loader": {"img_per_s": loader, "threads": threads, "resolution": 32}}
+               "loader": {"kind": "ffcv", "img_per_s": loader, "threads": threads, "resolution": 32},
+               "fed_step_by_side": {}}
     if setup is not None:
         profile["setup_s"] = setup
     return profile

@@ -119,7 +119,7 @@ def _bad_files(tmp_path):
             "list.json": "is JSON, but not a bench profile: it is an array, not an object",
             "descriptor.json": 'is JSON, but not a bench profile: it has no "schema" field; a profile '
                                "is what `python -m submission bench ... json=FILE` writes",
-            "newer.json": "is a schema-3 bench profile, newer than this harness reads (schema 2 and older)",
+            "newer.json": "is a schema-3 bench profile, newer than this harness reads (schema 2)",
             "damaged.json": "is not a bench profile the projection can use: eval_img_per_s is 0"}
     for name, content in files.items():
         if content is not None:

@@ -28,7 +28,7 @@ def test_loader_work_the_step_does_not_hide_is_added_per_image_at_every_side():
     config = _cpu()
     hidden = _project(config, _profile([16, 20, 24, 28, 32], lambda s: 3200 / s), "p.json")
     profile = _profile([16, 20, 24, 28, 32], lambda s: 3200 / s)
-    profile.update(step_img_per_s=100.0, fed_step_img_per_s=80.0)
+    profile["fed_step_by_side"] = {"32": {"fed_img_per_s": 80.0, "synthetic_img_per_s": 100.0, "in_turns": False}}
     slowed = _project(config, profile, "p.json")
     for before, after in zip(hidden.parts, slowed.parts):
         if before.limited_by == "step":
@@ -37,7 +37,7 @@ def test_loader_work_the_step_does_not_hide_is_added_per_image_at_every_side():
         else:
             assert after.seconds == before.seconds
     assert any("per image per process: 2.5 ms at 32 px, at every side" in line for line in slowed.assumptions)
-    profile.update(fed_step_img_per_s=120.0)       # fed faster than synthetic: noise, nothing added
+    profile["fed_step_by_side"]["32"]["fed_img_per_s"] = 120.0     # fed faster than synthetic: noise, nothing added
     assert _project(config, profile, "p.json").run_minutes == hidden.run_minutes
 
 
@@ -49,9 +49,9 @@ def test_loader_work_measured_at_two_sides_is_linear_in_the_side_between_them():
     sides = [16, 20, 24, 28, 32]
     hidden = _project(config, _profile(sides, lambda s: 3200 / s), "p.json")
     profile = _profile(sides, lambda s: 3200 / s)
-    profile.update(step_img_per_s=10.0, fed_step_img_per_s=1.0, fed_step_by_side={
-        "32": {"fed_img_per_s": 80.0, "synthetic_img_per_s": 100.0},      # 2.5 ms an image
-        "16": {"fed_img_per_s": 50.0, "synthetic_img_per_s": 100.0}})     # 10 ms an image
+    profile.update(step_img_per_s=10.0, fed_step_by_side={
+        "32": {"fed_img_per_s": 80.0, "synthetic_img_per_s": 100.0, "in_turns": True},   # 2.5 ms an image
+        "16": {"fed_img_per_s": 50.0, "synthetic_img_per_s": 100.0, "in_turns": True}})  # 10 ms an image
     result = _project(config, profile, "p.json")
     expected = {16: 10e-3, 20: 8.125e-3, 24: 6.25e-3, 28: 4.375e-3, 32: 2.5e-3}
     for before, after in zip(hidden.parts, result.parts):

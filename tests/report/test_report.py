@@ -139,13 +139,14 @@ def test_printed_progress_lines_alone_are_not_read(tmp_path, capsys):
 def test_bench_profile_is_shown(tmp_path):
     folder = _foreign(tmp_path)
     (folder / "profile.json").write_text(json.dumps({
-        "schema": 1, "measured": {"date": "2026-11-22", "host": "h", "device": "cpu",
+        "schema": 2, "measured": {"date": "2026-11-22", "host": "h", "device": "cpu",
                                   "device_name": "d", "torch": "t"},
         "settings": {"batch_per_device": 64, "precision": "fp32", "workers_per_device": 2,
                      "eval_resolution": 32},
         "train_step": {"32": {"img_per_s": 91.25, "first_step_s": 1.0},
                        "16": {"img_per_s": 140.5, "first_step_s": 1.0}},
-        "eval_img_per_s": 230.0, "loader": {"img_per_s": 70000.0, "threads": 2, "resolution": 32}}))
+        "eval_img_per_s": 230.0, "loader": {"kind": "ffcv", "img_per_s": 70000.0, "threads": 2, "resolution": 32},
+        "fed_step_by_side": {}}))
     text, _ = report.build_report(folder)
     assert "| training step at 16 px (synthetic batches) | 140.5 |" in text
     assert text.index("at 16 px") < text.index("at 32 px")

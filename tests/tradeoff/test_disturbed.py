@@ -70,7 +70,7 @@ def test_the_report_flags_the_run_with_its_redo_command_and_marks_its_point(grid
     hot_seed_2 = next(p for p in grid.points() if (p.configuration, p.budget, p.seed) == ("hot", 0.25, 2))
     redo = f"python -m submission tradeoff grid={grid.source} point={hot_seed_2.index} redo=true results_dir=/tmp/r"
     section = text.split("## Disturbed timings")[1].split("##")[0]
-    assert f"| hot | 0.25 | 2 | 1.720 | 0.280 | 6.1x |" in section and f"`{redo}`" in section
+    assert "| hot | 0.25 | 2 | 1.720 | 0.280 | 6.1x |" in section and f"`{redo}`" in section
     assert "| hot † | 0.25 | 2 |" in text                     # the curve table marks the point
     assert "1.000 [0.280–1.720]" in text                      # and shows its minutes' spread
     numbers = json.loads((tmp_path / report.NUMBERS).read_text())
