@@ -29,7 +29,7 @@ from .config import REPO_ROOT, Config, ConfigError
 from .jsonfile import write_json
 from .results import (BENCHMARK, SUMMARY_TEXT, CampaignError, CampaignRecord, progress_log, progress_records,
                       read_campaign, result_path, results_root, system_dir, write_campaign)
-from .system_description import run_description
+from .system_json import run_description
 
 
 def _archive(config: Config, why: str) -> None:
@@ -193,7 +193,7 @@ def finish_campaign(config: Config) -> int:
     summary = score.summarize(folder, config.price_usd_per_hour)
     score.write_summary(folder, summary)
     comparison.write_comparison(results_root(config))
-    from .report.report import write_report
+    from .report.campaign_report import write_report
     print(f"[campaign] results: {folder / BENCHMARK}\n[campaign] summary: {folder / SUMMARY_TEXT}\n"
           f"[campaign] report with plots: {write_report(folder, config.price_usd_per_hour)}")
     print((folder / SUMMARY_TEXT).read_text())

@@ -123,7 +123,7 @@ def cmd_check(words: list[str]) -> int:
 
 def cmd_describe(words: list[str]) -> int:
     """The MLPerf system description exactly as a run of these settings writes it."""
-    from .system_description import for_ruleset, run_description
+    from .system_json import for_ruleset, run_description
     options, words = parse("describe", words)
     print(json.dumps(for_ruleset(run_description(_resolve(words)), options["ruleset"]), indent=2))
     return 0
@@ -135,8 +135,8 @@ def cmd_project(words: list[str]) -> int:
 
 
 def cmd_report(words: list[str]) -> int:
-    from .report import report
-    return report.main(words)
+    from .report import campaign_report
+    return campaign_report.main(words)
 
 
 def cmd_settings(words: list[str]) -> int:

@@ -16,7 +16,7 @@ Checks, one verdict per (target, checker, ruleset):
                  same value (e.g. two run_start lines), which no valid run produces.
   system-desc    each systems/*.json, per ruleset, with the official
                  check_system_desc; for rulesets >= 4.0.0 on a copy whose status is
-                 mapped by submission.system_description.for_ruleset.
+                 mapped by submission.system_json.for_ruleset.
   package        the official package checker, as a subprocess, for the requested
                  rulesets before 4.0.0 (packages are written in the 2.0.0 vocabulary).
                  It exits 0 even when it fails: its verdict line is read instead.
@@ -53,7 +53,7 @@ from mlperf_logging.compliance_checker import mlp_compliance, mlp_parser
 from mlperf_logging.system_desc_checker.system_desc_checker import check_system_desc
 
 from submission.results import RULESET
-from submission.system_description import STATUS_4X, for_ruleset, uses_availability_status
+from submission.system_json import STATUS_4X, for_ruleset, uses_availability_status
 
 USAGE = "training"
 DEFAULT_RULESETS = (RULESET, "4.0.0")

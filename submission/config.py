@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 
 from . import settings as declared
-from .descriptor import describe_machine, load_descriptor
+from .system_descriptor import describe_machine, load_descriptor
 from .errors import ConfigError
 from .settings import SEED_RANGE, Range, Settings
 

@@ -48,20 +48,6 @@ def setup(device_type: str) -> Context:
     return Context(rank, local_rank, world_size, device)
 
 
-def usable_cpus() -> int:
-    """The CPUs this process may run on (its affinity: taskset, cgroup cpusets), which
-    may be fewer than the machine's."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0)) or 1
-    return os.cpu_count() or 1
-
-
-def cpu_threads(config) -> int:
-    """torch's threads for each process of a CPU run: cpu_threads, or the usable cores
-    shared out between the node's processes."""
-    return config.cpu_threads or max(1, usable_cpus() // config.processes_per_node)
-
-
 def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:
     if dist.is_initialized():
         dist.all_reduce(tensor, op=dist.ReduceOp.SUM)

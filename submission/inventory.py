@@ -11,6 +11,7 @@ describes fixed hardware, and `mismatch` says how this machine differs from it.
 """
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -182,7 +183,7 @@ def rank_hardware(device) -> tuple[str, str]:
         import torch
         props = torch.cuda.get_device_properties(device)
         return socket.gethostname(), f"{props.name}, {props.total_memory / 2**30:.0f} GiB"
-    from .system_description import _processor_model
+    from .system_json import _processor_model
     return socket.gethostname(), f"{_processor_model()}, {host()[0]} vCPUs"
 
 
@@ -275,3 +276,17 @@ def mismatch(description: dict, found: list[GPU]) -> list[str]:
         problems.append(f"it describes {model} with {capacity.group(1)} GB, this machine has "
                         f"{', '.join(kinds)}")
     return problems
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity: taskset, cgroup cpusets), which
+    may be fewer than the machine's."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0)) or 1
+    return os.cpu_count() or 1
+
+
+def cpu_threads(config) -> int:
+    """torch's threads for each process of a CPU run: cpu_threads, or the usable cores
+    shared out between the node's processes."""
+    return config.cpu_threads or max(1, usable_cpus() // config.processes_per_node)

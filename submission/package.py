@@ -136,7 +136,7 @@ class _System:
 
 
 def _load_system(results_dir: Path, name: str, org: str) -> _System:
-    from .system_description import for_ruleset
+    from .system_json import for_ruleset
 
     folder = results_dir / name
     if not name or Path(name).name != name or name.startswith("."):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from . import inventory
 from .config import HARNESS_ORIGINS, Config, ConfigError
-from .descriptor import load_descriptor
+from .system_descriptor import load_descriptor
 
 
 @dataclass(frozen=True)
@@ -195,7 +195,7 @@ def loader_workers(config: Config) -> WorkersDecision:
     """Loader threads of all processes of this node against the CPUs this process may run
     on. A harness-chosen workers_per_device that does not fit is lowered (with a note); one
     the user chose is refused with the value that fits."""
-    from .distributed import usable_cpus
+    from .inventory import usable_cpus
     cpus, processes = usable_cpus(), config.processes_per_node
     workers = config.workers_per_device
     fits = max(1, cpus // processes)      # below one each the processes share CPUs anyway

@@ -23,10 +23,10 @@ from pathlib import Path
 from . import said
 from . import settings as declared
 from .config import REPO_ROOT, Config
-from .distributed import cpu_threads
+from .inventory import cpu_threads
 from .preflight import LaunchPlan, launch_plan
 from .results import CampaignError, read_json
-from .system_description import run_description
+from .system_json import run_description
 
 
 STOP_GRACE_S = 60     # after Ctrl-C, how long the workers get to log run_stop and exit

@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from .config import Config
-from .data.loaders import Normalizer
+from .data.ffcv_loaders import Normalizer
 from .data.sharding import refuse_fewer_than_one_batch, steps_per_epoch
 from .methods.colout import colout_batch, kept_size
 from .methods.ema import EMA

@@ -29,9 +29,9 @@ import torch
 from . import distributed as dist_utils
 from . import energy, inventory, out_of_memory
 from .config import Config
-from .data import ffcv_threads, fingerprint, loaders
+from .data import ffcv_loaders, ffcv_threads, fingerprint
+from .data.data_json import PreparedData
 from .data.prepare import cache_folder
-from .data.prepared_data import PreparedData
 from .data.run_loaders import run_loaders
 from .followers import RunSpec, add_arguments, agree_on_run
 from .mlperf_log import RunLog
@@ -82,7 +82,7 @@ def set_up(config: Config, data: PreparedData, ctx: dist_utils.Context, seed: in
     seed_everything(seed)
     ffcv_threads.install()      # else FFCV's Loaders set torch's threads to their worker count
     if ctx.device.type == "cpu":
-        torch.set_num_threads(dist_utils.cpu_threads(config))
+        torch.set_num_threads(inventory.cpu_threads(config))
     torch.backends.cudnn.benchmark = config.cudnn_benchmark
 
     plan = RunPlan.of(config, data.train_samples, ctx.world_size)
@@ -94,7 +94,7 @@ def set_up(config: Config, data: PreparedData, ctx: dist_utils.Context, seed: in
                                             config.cuda_graphs, config.compile_dynamic))
     log.hyperparameters(config, seed, data.train_samples, data.eval_samples)
     if config.warmup:
-        warm_up(step_fn, plan, loaders.eval_batch_sizes(data.eval_samples, config.eval_batch,
+        warm_up(step_fn, plan, ffcv_loaders.eval_batch_sizes(data.eval_samples, config.eval_batch,
                                                         ctx.rank, ctx.world_size),
                 ctx.device, log=say, calls_per_side=3 if config.cuda_graphs else 1,
                 net_is_compiled=config.compile, dynamic_shapes=config.compile_dynamic)
@@ -135,7 +135,7 @@ def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed:
     while step < last_step and not reached:
         epoch += 1
         log.epoch_start(epoch)
-        for images, labels in loaders.one_epoch(train_loader):
+        for images, labels in ffcv_loaders.one_epoch(train_loader):
             STOP.check()
             lr, side = plan.lr(step), plan.side(step)
             step_fn.set_lr(lr)

@@ -32,7 +32,7 @@ import time
 import numpy as np
 import torch
 
-from .data import loaders
+from .data import ffcv_loaders
 from .methods.sam import SAM
 from .out_of_memory import At
 from .step import RecipeStep, RunPlan
@@ -163,10 +163,10 @@ def warm_up_loaders(train_loader, val_loader, log=print) -> float:
     garbage collection at the end frees them, because the frames of numba's compilation
     keep the first epoch of a pipeline alive in reference cycles."""
     start = time.perf_counter()
-    training = loaders.one_epoch(train_loader)
+    training = ffcv_loaders.one_epoch(train_loader)
     try:
         next(training)
-        _exhaust(loaders.one_epoch(val_loader))     # one_epoch: its thread has ended after it
+        _exhaust(ffcv_loaders.one_epoch(val_loader))     # one_epoch: its thread has ended after it
         _exhaust(training)
     finally:
         training.close()

@@ -17,7 +17,7 @@ import torch
 from PIL import Image
 
 from submission.config import ConfigError, resolve
-from submission.data import loaders, sources
+from submission.data import ffcv_loaders, sources
 from submission.data.prepare import prepare
 
 CPU = torch.device("cpu")
@@ -86,7 +86,7 @@ def config(data_dir, cache_dir, **extra):
 def read_val(path: str, num_samples: int, rank=0, world_size=1, resolution=32, resize=36,
              batch_size=4) -> tuple[list[int], list[str]]:
     """Labels and image digests, in loader order, of one validation shard."""
-    loader = loaders.val_loader(path, resolution=resolution, resize=resize, batch_size=batch_size,
+    loader = ffcv_loaders.val_loader(path, resolution=resolution, resize=resize, batch_size=batch_size,
                                 workers=1, device=CPU, rank=rank, world_size=world_size,
                                 num_samples=num_samples)
     labels, digests = [], []

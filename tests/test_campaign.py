@@ -16,7 +16,7 @@ from submission import campaign, runs
 from submission.config import resolve
 from submission.jsonfile import write_json
 from submission.results import CampaignError, result_path, system_dir
-from submission.system_description import run_description
+from submission.system_json import run_description
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -217,11 +217,11 @@ def test_failed_preparation_records_no_campaign_and_too_few_images_are_caught_ea
 
 def test_malformed_descriptor_names_the_file_and_line(tmp_path, monkeypatch):
     from submission import config as config_module
-    from submission import descriptor
+    from submission import system_descriptor
     systems = tmp_path / "systems"
     systems.mkdir()
     (systems / "broken.json").write_text('{\n  "submitter": "",\n  "division": "open"\n  "status": 1\n}\n')
-    monkeypatch.setattr(descriptor, "SYSTEMS_DIR", systems)
+    monkeypatch.setattr(system_descriptor, "SYSTEMS_DIR", systems)
     with pytest.raises(config_module.ConfigError, match=r"broken.json is not valid JSON.*line 4"):
         config_module.resolve("broken")
 

@@ -11,7 +11,7 @@ import pytest
 
 from submission import compliance, config
 from submission.compliance import Verdict, check_path
-from submission.system_description import for_ruleset
+from submission.system_json import for_ruleset
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CHECK = REPO_ROOT / "compliance" / "check"

@@ -112,7 +112,7 @@ def test_bad_input_is_rejected_with_a_reason(overrides, message):
 
 
 def test_every_declaration_admits_values_of_its_type_and_the_published_recipes():
-    from submission import descriptor
+    from submission import system_descriptor
     from submission import settings as declared
     for name in declared.names():
         allowed, kind = declared.admits(name), declared.value_type(name)
@@ -123,7 +123,7 @@ def test_every_declaration_admits_values_of_its_type_and_the_published_recipes()
         if declared.kind(name) != declared.RECIPE:
             assert declared.problem(name, declared.default(name)) is None, f"{name}'s default is refused"
     for recipe in ("mild", "baseline"):
-        for system in descriptor.available_systems():
+        for system in system_descriptor.available_systems():
             resolve(system, {"recipe": recipe})       # raises if a published value is refused
     resolve("cpu", {"dataset": "fashion-mnist"})      # the embedded campaign's values too
 
@@ -155,7 +155,7 @@ def test_a_price_given_on_the_command_line_does_not_keep_the_descriptors_source(
     ({"system_name": "my/box"}, "system_name 'my/box' names a folder"),
 ])
 def test_a_broken_descriptor_is_refused_naming_the_file_and_field(monkeypatch, tmp_path, edit, message):
-    from submission import descriptor as descriptor_module
+    from submission import system_descriptor as descriptor_module
     for path in descriptor_module.SYSTEMS_DIR.glob("*.json"):
         (tmp_path / path.name).write_text(path.read_text())
     descriptor = json.loads((tmp_path / "p4d.json").read_text())

@@ -16,7 +16,7 @@ from submission import campaign, out_of_memory
 from submission.jsonfile import write_json
 from submission.results import CampaignError, system_dir
 from submission.config import parse_overrides, resolve
-from submission.data import loaders
+from submission.data import ffcv_loaders
 from submission.data.prepare import prepare
 from submission.model import model_from_config
 from submission.step import autocast_for
@@ -117,10 +117,10 @@ def test_eval_batch_size_changes_no_result_and_may_change_on_resume(tmp_path, ca
     data = prepare(cfg)
     torch.manual_seed(0)
     model = model_from_config(cfg, data.num_classes).eval()
-    device, normalize = torch.device("cpu"), loaders.Normalizer(torch.device("cpu"))
+    device, normalize = torch.device("cpu"), ffcv_loaders.Normalizer(torch.device("cpu"))
 
     def scored(batch: int):
-        loader = loaders.val_loader(data.val_path, cfg.eval_resolution, cfg.eval_resize, batch, 1,
+        loader = ffcv_loaders.val_loader(data.val_path, cfg.eval_resolution, cfg.eval_resize, batch, 1,
                                     device, rank=0, world_size=1, num_samples=data.eval_samples)
         with torch.no_grad():
             logits = torch.cat([model(normalize(images)) for images, _ in loader])

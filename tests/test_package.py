@@ -70,19 +70,19 @@ class _Verdict:
 
 @pytest.fixture(scope="module", autouse=True)
 def collaborators():
-    """submission.compliance (and system_description) when written; stand-ins otherwise."""
+    """submission.compliance (and system_json) when written; stand-ins otherwise."""
     real = {name: importlib.util.find_spec(f"submission.{name}") is not None
-            for name in ("compliance", "system_description")}
+            for name in ("compliance", "system_json")}
     with pytest.MonkeyPatch.context() as mp:
         if not real["compliance"]:
             stub = types.ModuleType("submission.compliance")
             stub.check_path = lambda path, rulesets=("2.0.0", "4.0.0"): [_Verdict(True)]
             mp.setitem(sys.modules, "submission.compliance", stub)
-        if not real["system_description"]:
-            stub = types.ModuleType("submission.system_description")
+        if not real["system_json"]:
+            stub = types.ModuleType("submission.system_json")
             stub.for_ruleset = lambda d, r: {k: (str(v) if isinstance(v, int) else v)
                                              for k, v in d.items() if k != "harness"}
-            mp.setitem(sys.modules, "submission.system_description", stub)
+            mp.setitem(sys.modules, "submission.system_json", stub)
         yield real
 
 

@@ -62,7 +62,7 @@ def test_a_cpu_launch_with_fp16_is_refused_before_anything_is_written(tmp_path):
 
 def test_a_changed_published_loader_is_said_once_and_recorded(capsys):
     from submission import runs
-    from submission.system_description import run_description
+    from submission.system_json import run_description
     config = resolve("cpu", {"train_loader": "torchvision"})
     runs.plan_launch(config)
     said = [line for line in capsys.readouterr().out.splitlines() if "published loader" in line]
@@ -79,8 +79,8 @@ def test_a_changed_published_loader_is_said_once_and_recorded(capsys):
 
 def test_the_launch_line_names_the_loader_threads_that_will_run(tmp_path, capsys, monkeypatch):
     """A lowered workers_per_device is what the first line says, and the note after it says why."""
-    from submission import distributed, runs
-    monkeypatch.setattr(distributed, "usable_cpus", lambda: 2)
+    from submission import inventory, runs
+    monkeypatch.setattr(inventory, "usable_cpus", lambda: 2)
     config = resolve("local", {"data_dir": str(_images(tmp_path)), "device": "cpu", "precision": "fp32"})
     assert config.workers_per_device == 8
     runs.plan_launch(config)

@@ -9,7 +9,7 @@ from torch.utils.data import DistributedSampler
 
 from submission import projection
 from submission.config import ConfigError, resolve
-from submission.profile import parse as read_profile
+from submission.bench_profile import parse as read_profile
 from submission.show_settings import describe_settings
 from submission.step import RunPlan, build_step
 

@@ -11,12 +11,12 @@ import psutil
 import pytest
 from mlperf_logging.system_desc_checker.system_desc_checker import check_system_desc
 
-from submission import config, descriptor
+from submission import config, system_descriptor
 from submission import settings as declared
 from submission.config import resolve
-from submission.system_description import STATUS_4X, fill_from_host, for_ruleset, run_description
+from submission.system_json import STATUS_4X, fill_from_host, for_ruleset, run_description
 
-SYSTEMS = descriptor.available_systems()
+SYSTEMS = system_descriptor.available_systems()
 HOST_FIELDS = ("host_processor_model_name", "host_processors_per_node", "host_processor_core_count",
                "host_processor_vcpu_count", "host_memory_capacity", "host_storage_capacity",
                "framework", "operating_system", "other_software_stack")
@@ -44,7 +44,7 @@ def test_the_target_systems_exist():
 def test_descriptor_resolves(system):
     cfg = config.resolve(system, {})
     assert "harness" not in cfg.description
-    assert set(descriptor.MLPERF_REQUIRED_FIELDS) <= set(cfg.description)
+    assert set(system_descriptor.MLPERF_REQUIRED_FIELDS) <= set(cfg.description)
     assert cfg.description["division"] == "open"
     assert cfg.description["status"] in STATUS_4X          # written in the 2.0.0 vocabulary
     assert cfg.description["submitter"] == ""                # filled from `org` when packaging
@@ -59,7 +59,7 @@ def test_cloud_systems_are_8_gpu_single_nodes_with_a_priced_source():
         if cfg.price_usd_per_hour:
             assert cfg.price_date, f"{system}: a price needs its date"
         # the harness block holds only what differs from the defaults (submission/settings.py)
-        harness = json.loads((descriptor.SYSTEMS_DIR / f"{system}.json").read_text())["harness"]
+        harness = json.loads((system_descriptor.SYSTEMS_DIR / f"{system}.json").read_text())["harness"]
         defaults = declared.defaults()
         same = [k for k, v in harness.items() if k in defaults and v == defaults[k]]
         assert not same, f"systems/{system}.json repeats defaults: {same}"
@@ -114,7 +114,7 @@ def test_for_ruleset_rejects_an_unknown_status():
 
 
 def test_fill_from_host_fills_the_empty_fields_of_cpu_json():
-    description = {k: v for k, v in descriptor.load_descriptor("cpu").items() if k != "harness"}
+    description = {k: v for k, v in system_descriptor.load_descriptor("cpu").items() if k != "harness"}
     empty = [f for f in HOST_FIELDS if description[f] == ""]
     assert empty, "cpu.json should leave host fields to be read from the machine"
     filled = fill_from_host(description)
@@ -140,7 +140,7 @@ def test_fill_from_host_fills_the_empty_fields_of_cpu_json():
 
 
 def test_fill_from_host_never_overwrites_a_set_field():
-    description = {field: f"set by hand: {field}" for field in descriptor.MLPERF_REQUIRED_FIELDS}
+    description = {field: f"set by hand: {field}" for field in system_descriptor.MLPERF_REQUIRED_FIELDS}
     description["host_processors_per_node"] = "4"
     filled = fill_from_host(description)
     assert filled == description
@@ -161,13 +161,13 @@ def test_fill_from_host_survives_failing_probes(monkeypatch):
 
 def test_software_names_rocm_and_miopen_on_a_rocm_torch(monkeypatch):
     import torch
-    from submission import system_description
+    from submission import system_json
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.version, "cuda", None)
     monkeypatch.setattr(torch.version, "hip", "6.2.41133")
     monkeypatch.setattr(torch.backends.cudnn, "is_available", lambda: True)
     monkeypatch.setattr(torch.backends.cudnn, "version", lambda: 3002000)
-    software = system_description._software()
+    software = system_json._software()
     assert "ROCm 6.2.41133" in software and "MIOpen 3002000" in software and "CUDA" not in software
 
 

@@ -12,7 +12,7 @@ import torch
 from conftest import REPO, free_port, quick_settings, run_submission
 from submission.compliance import check_path
 from submission.config import parse_overrides, resolve
-from submission.data import loaders
+from submission.data import ffcv_loaders
 from submission.data.prepare import prepare
 from submission.model import model_from_config
 from submission.step import autocast_for
@@ -62,9 +62,9 @@ def test_ddp_ranks_agree_and_eval_counts_each_image_once(tmp_path, cache_dir):
     model = model_from_config(cfg, data.num_classes)
     model.load_state_dict(rank0["eval_model"])
     device = torch.device("cpu")
-    loader = loaders.val_loader(data.val_path, cfg.eval_resolution, cfg.eval_resize, 64, 1, device,
+    loader = ffcv_loaders.val_loader(data.val_path, cfg.eval_resolution, cfg.eval_resize, 64, 1, device,
                                 rank=0, world_size=1, num_samples=data.eval_samples)
-    single = evaluate(model, loader, loaders.Normalizer(device), autocast_for(cfg, device),
+    single = evaluate(model, loader, ffcv_loaders.Normalizer(device), autocast_for(cfg, device),
                       data.eval_samples)
     assert single == pytest.approx(logged, abs=1e-12)
     stop = [e for e in events if e["key"] == "run_stop"][0]

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from submission.config import resolve
-from submission.data.loaders import Normalizer
+from submission.data.ffcv_loaders import Normalizer
 from submission.methods.ema import EMA
 from submission.methods.loss import LOSSES
 from submission.step import RecipeStep, RunPlan, autocast_for, build_step, recipe_optimizer
@@ -140,7 +140,7 @@ import torch
 from numba.core import event
 from submission import distributed
 from submission.config import Config
-from submission.data.prepared_data import PreparedData
+from submission.data.data_json import PreparedData
 from submission.data.run_loaders import run_loaders
 from submission.warmup import warm_up_loaders
 
@@ -156,7 +156,7 @@ with event.install_recorder("numba:compile") as compiles:
     labels = [y.tolist() for _, (_, y) in zip(range(3), train)]
     images = hashlib.sha256(b"".join(x.numpy().tobytes() for x, _ in val)).hexdigest()
 with event.install_recorder("numba:compile") as other_compiles:   # another crop size: not reused
-    from submission.data.loaders import val_loader
+    from submission.data.ffcv_loaders import val_loader
     smaller = val_loader(data.val_path, 16, 16, 8, 1, ctx.device, 0, 1, 8)
     side = next(iter(smaller))[0].shape[-1]
 print(json.dumps({"compiles": len(compiles.buffer), "labels": labels, "val": images,
@@ -206,8 +206,8 @@ import torch
 import ffcv.pipeline.graph
 from submission import distributed
 from submission.config import Config
-from submission.data.loaders import one_epoch
-from submission.data.prepared_data import PreparedData
+from submission.data.ffcv_loaders import one_epoch
+from submission.data.data_json import PreparedData
 from submission.data.run_loaders import run_loaders
 from submission.warmup import warm_up_loaders
 
@@ -359,7 +359,7 @@ from pathlib import Path
 import torch
 from torch import nn
 from submission.config import resolve
-from submission.data.loaders import Normalizer
+from submission.data.ffcv_loaders import Normalizer
 from submission.methods.loss import LOSSES
 from submission.methods.sgdw import DecoupledSGDW
 from submission.step import RecipeStep, RunPlan

@@ -6,11 +6,7 @@ import sys
 
 from ..config import ConfigError, parse_overrides, resolve
 from ..options import parse
-from ..data.prepare import prepare
 from ..preflight import loader_workers, precision_problems
-from ..profile import write as write_profile
-from . import compare_composer, compare_methods, measure, sweep
-from .timing import bench_device
 
 COMPARISONS = {"composer": "MosaicML Composer's Trainer with the Mild methods",
                "methods": "the recipe's step with each method swapped for the plain loop's"}
@@ -45,6 +41,12 @@ def main(argv=None) -> int:
             raise ConfigError(f"json={out} writes the main bench's profile; sweep= and compare= "
                               "only print their table")
         overrides = parse_overrides(settings)
+        # torch, FFCV and the measurements are imported once the words are known good: a
+        # mistyped option is answered in a fraction of a second, not after seconds of imports
+        from ..bench_profile import write as write_profile
+        from ..data.prepare import prepare
+        from . import compare_composer, compare_methods, measure, sweep
+        from .timing import bench_device
         if sweep_name:
             overrides.setdefault("train_limit", str(sweep.SWEEP_TRAIN_LIMIT))
         config = fitted(resolve(None, overrides))

@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from ..config import ConfigError
-from ..data import loaders
+from ..data import ffcv_loaders
 from ..model import build_model
 from ..step import build_step
 from .timing import bench_device, sync, synthetic_batch
@@ -58,7 +58,7 @@ class _Normalized(nn.Module):
 
     def __init__(self, net: nn.Module, device: torch.device):
         super().__init__()
-        self.net, self.normalize = net, loaders.Normalizer(device)
+        self.net, self.normalize = net, ffcv_loaders.Normalizer(device)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         return self.net(self.normalize(images))

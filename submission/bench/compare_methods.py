@@ -21,7 +21,7 @@ import functools
 
 import torch
 
-from ..data import loaders
+from ..data import ffcv_loaders
 from ..methods.sam import SAM
 from ..step import build_step
 from .measure import plain_loop
@@ -59,7 +59,7 @@ def _coupled_sgd(config):
 def comparison(config, classes: int, steps: int, rounds: int) -> dict:
     """{row: img/s} for every variant and the plain loop, each its best of `rounds`."""
     device = bench_device(config)
-    normalize = loaders.Normalizer(device)
+    normalize = ffcv_loaders.Normalizer(device)
     steps_of = {RECIPE_ROW: build_step(config, classes, device)}
     for row, changes, optimizer, used in VARIANTS:
         if config.settings[used] in (False, 0, 0.0, "cross_entropy"):

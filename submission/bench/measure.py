@@ -44,15 +44,15 @@ import torch
 import torchvision
 
 from .. import distributed, energy
-from ..profile import (Augmentation, BenchProfile, FedStep, Loader, LoaderProbe, LoaderSetup, LoopOverhead,
+from ..bench_profile import (Augmentation, BenchProfile, FedStep, Loader, LoaderProbe, LoaderSetup, LoopOverhead,
                        Measured, Power, SetupExtra, SideStep, recorded_settings)
-from ..data import ffcv_threads, loaders
+from ..data import ffcv_loaders, ffcv_threads
 from ..data.prepare import cache_folder, prepare
 from ..data.run_loaders import randaugment_of, run_loaders
 from ..methods.loss import LOSSES
 from ..methods.progressive_resize import resize_batch
 from ..step import RunPlan, autocast_dtype, autocast_for, build_step, grad_scaler, optimizer_step
-from ..system_description import fill_from_host
+from ..system_json import fill_from_host
 from ..warmup import compiled, warm_up_loaders
 from .timing import (finish, first_call, in_turns, loader_alone, matmul_peak, synthetic_batch, sync,
                      timed)
@@ -85,7 +85,7 @@ def _loader_setup_child(config_dict: dict, data_dict: dict, warm: bool) -> dict:
     evaluation pass of the run's loaders, after warm_up_loaders or not; of the first,
     building both loaders and starting the training epoch."""
     from ..config import Config
-    from ..data.prepared_data import PreparedData
+    from ..data.data_json import PreparedData
 
     config, data = Config.from_dict(config_dict), PreparedData(**data_dict)
     ffcv_threads.install()      # imports FFCV, as a run does before run_start
@@ -398,9 +398,9 @@ def _loader_rows(config, step, data, device, steps: int, rounds: int, full, smal
         fed, synthetic = [], []
         for _ in range(rounds):
             # a stream of its own for each fed turn, its thread stopped before the synthetic
-            # turn, which a live loader thread would slow too (loaders.to_device); the
+            # turn, which a live loader thread would slow too (ffcv_loaders.to_device); the
             # warm-up takes the epoch's start and the batches the loader makes ahead
-            stream = loaders.cycle(train_loader)
+            stream = ffcv_loaders.cycle(train_loader)
             ahead = getattr(train_loader, "batches_ahead", 2 * config.workers_per_device)
             fed.append(batch / timed(lambda: step(*next(stream), side), steps, device,
                                      warmup=ahead + 2))
@@ -484,7 +484,7 @@ def augmentation_cost(config, data, images: int = AUGMENTATION_IMAGES) -> dict:
 
 
 def profile(config, figures: dict, steps: int, rounds: int) -> BenchProfile:
-    """The bench profile `python -m submission project` reads (submission.profile)."""
+    """The bench profile `python -m submission project` reads (submission.bench_profile)."""
     host = fill_from_host({"host_processor_model_name": "", "host_processor_vcpu_count": ""})
     device_name = (torch.cuda.get_device_name(0) if config.device_type == "cuda"
                    else host["host_processor_model_name"])

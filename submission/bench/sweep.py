@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ..data import loaders
+from ..data import ffcv_loaders
 from ..data.prepare import prepare
 from .timing import loader_alone
 
@@ -34,7 +34,7 @@ def loader_sweep(config, device: torch.device, steps: int, say=print) -> None:
         variant = config.replaced({"write_mode": mode, "write_max_resolution": max_resolution,
                                    "write_jpeg_quality": quality}, "bench sweep=loader")
         data = prepare(variant)
-        loader = loaders.train_loader(data.train_path, variant.train_resolution, batch,
+        loader = ffcv_loaders.train_loader(data.train_path, variant.train_resolution, batch,
                                       variant.workers_per_device, 0, device, False, variant.crop_scale_min)
         rate, _ = loader_alone(loader, steps * 3, device, restarts=0)
         stored = Reader(data.train_path).alloc_table["size"].sum()   # without page padding

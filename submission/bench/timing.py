@@ -6,9 +6,9 @@ import time
 
 import torch
 
-from .. import distributed
+from .. import inventory
 from ..config import ConfigError
-from ..data import ffcv_threads, loaders
+from ..data import ffcv_loaders, ffcv_threads
 
 
 def sync(device: torch.device) -> None:
@@ -54,10 +54,10 @@ def in_turns(steps_of: dict, images_per_call: int, calls: int, rounds: int, devi
 
 
 def finish(epoch) -> None:
-    """Stop an epoch iterator left before its end: FFCV's thread (loaders.finish); a
+    """Stop an epoch iterator left before its end: FFCV's thread (ffcv_loaders.finish); a
     torchvision DataLoader's workers (its iterator's shutdown, or a generator's close)."""
     if hasattr(epoch, "is_alive"):
-        loaders.finish(epoch)
+        ffcv_loaders.finish(epoch)
     elif hasattr(epoch, "_shutdown_workers"):
         epoch._shutdown_workers()
     elif hasattr(epoch, "close"):
@@ -111,7 +111,7 @@ def bench_device(config) -> torch.device:
     device = torch.device("cuda" if config.device_type == "cuda" else "cpu")
     ffcv_threads.install()      # else FFCV's Loaders set torch's threads to their worker count
     if device.type == "cpu":
-        torch.set_num_threads(distributed.cpu_threads(config))
+        torch.set_num_threads(inventory.cpu_threads(config))
     torch.backends.cudnn.benchmark = config.cudnn_benchmark
     return device
 

@@ -22,7 +22,7 @@ import os
 import socket
 from pathlib import Path
 
-from .prepared_data import PreparedData
+from .data_json import PreparedData
 
 ADVICE = ("prepare the same data on every node: the same dataset, data_dir, train_limit, "
           "eval_limit, val_labels, skip_bad_images and write_* settings on every node's "

@@ -3,7 +3,7 @@
 The steps, each a module of its own: the source is scanned (sources) and subset; folder
 images are checked (image_checks); each split's .beton is written or reused
 (beton_cache); a synthetic .beton shaped like each split is written for the loaders'
-warm-up (synthetic); what was made is described by a PreparedData (prepared_data), saved
+warm-up (synthetic); what was made is described by a PreparedData (data_json), saved
 as data.json for the training processes.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from ..config import Config, ConfigError, in_repository
 from . import sources
 from .beton_cache import cached_beton, head_sha256, write_settings
 from .image_checks import drop_unusable
-from .prepared_data import PreparedData
+from .data_json import PreparedData
 from .sharding import refuse_fewer_than_one_batch
 from .synthetic import synthetic_beton_like
 

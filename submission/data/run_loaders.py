@@ -1,7 +1,7 @@
 """The loaders a run of a configuration trains and evaluates with, built in one place for
 the training loop, the warm-up and the bench.
 
-Training: FFCV's loader (`loaders.train_loader`), or with train_loader=torchvision the
+Training: FFCV's loader (`ffcv_loaders.train_loader`), or with train_loader=torchvision the
 DataLoader of `torchvision_loader` with the configuration's RandAugment (Hot's per-image
 CPU augmentation). Evaluation: FFCV's sequential loader, each rank every world_size-th
 image.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..config import Config
 from ..distributed import Context
-from . import loaders
+from . import ffcv_loaders
 
 
 def randaugment_of(config: Config):
@@ -33,11 +33,11 @@ def run_loaders(config: Config, ctx: Context, seed: int, train_path: str, val_pa
             config.workers_per_device, seed, ctx.device, rank, world, config.crop_scale_min,
             randaugment_of(config))
     else:
-        train = loaders.train_loader(
+        train = ffcv_loaders.train_loader(
             train_path, config.train_resolution, config.batch_per_device,
             config.workers_per_device, seed, ctx.device, ctx.distributed and shard,
             config.crop_scale_min)
-    val = loaders.val_loader(
+    val = ffcv_loaders.val_loader(
         val_path, config.eval_resolution, config.eval_resize,
         config.eval_batch, config.workers_per_device,
         ctx.device, rank, world, eval_samples)

@@ -3,7 +3,7 @@
     python -m submission project system=NAME profile=FILE [loader_profile=FILE] [dp_efficiency=F]
         [key=value ...]
 
-The profile (submission.profile) is what `python -m submission bench ... json=FILE` writes
+The profile (submission.bench_profile) is what `python -m submission bench ... json=FILE` writes
 on a machine: per-process training-step rate at every image side of the
 progressive-resizing schedule, evaluation rate, the loader's rate and its thread count,
 and the one-time costs inside a run. The projection walks the run plan of the chosen
@@ -34,7 +34,7 @@ system's threads is then where such a recipe is limited.
   result.py    Projection and its Parts, as numbers
   command.py   the command line
 """
-from ..profile import ProfileError
+from ..bench_profile import ProfileError
 from .command import main
 from .estimate import project
 from .hints import BENCH_HINT, loader_remedy

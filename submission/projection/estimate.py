@@ -3,7 +3,7 @@ over the run's schedule, and what is said of them."""
 from __future__ import annotations
 
 from ..config import Config
-from ..profile import BenchProfile
+from ..bench_profile import BenchProfile
 from ..step import RunPlan
 from . import schedule, text
 from .rates import dp_efficiency_of, rates

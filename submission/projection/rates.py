@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config import Config, ConfigError, load_descriptor
-from ..profile import BenchProfile, FedStep, Loader, ProfileError
+from ..bench_profile import BenchProfile, FedStep, Loader, ProfileError
 from ..step import RunPlan
 from .hints import BENCH_HINT, loader_remedy
 

@@ -6,7 +6,7 @@ import math
 
 from ..config import Config
 from ..data.sources import PUBLISHED_SPLIT_SIZES
-from ..profile import BenchProfile
+from ..bench_profile import BenchProfile
 from ..step import RunPlan
 from .rates import Rates
 from .result import EPOCH_STARTS, EVALUATION, SET_UP, TRAINING, Part, minutes

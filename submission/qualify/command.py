@@ -19,7 +19,7 @@ from ..config import REPO_ROOT, ConfigError, parse_overrides, resolve
 from ..options import parse
 from ..data.prepare import cache_folder
 from ..data.synthetic_images import write_folder
-from ..profile import read as read_profile
+from ..bench_profile import read as read_profile
 from ..report import steadiness
 from ..results import result_files, results_root
 from . import plan as planned
@@ -208,7 +208,7 @@ class Qualify:
         for recipe in self.recipes:          # the report's bench section shows the profiles
             if (self.out / record.profile_name(recipe)).is_file():
                 shutil.copyfile(self.out / record.profile_name(recipe), folder / record.profile_name(recipe))
-        from ..report.report import write_report
+        from ..report.campaign_report import write_report
         shutil.copyfile(write_report(folder), self.out / record.REPORT)
         summary = score.summarize(folder)
         runs_steady = {r.run: r for r in steadiness.campaign_steadiness(folder)}
@@ -242,7 +242,7 @@ class Qualify:
     def write_record(self, data: str) -> Path:
         import torch
 
-        from ..system_description import fill_from_host
+        from ..system_json import fill_from_host
         filled = fill_from_host({"host_processor_model_name": "", "host_processor_vcpu_count": ""})
         host = (f"{filled['host_processor_model_name'] or platform.machine()}, "
                 f"{filled['host_processor_vcpu_count'] or os.cpu_count()} vCPUs")

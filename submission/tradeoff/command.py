@@ -23,12 +23,12 @@ from pathlib import Path
 
 import time
 
-from .. import descriptor, published, runs, said
+from .. import system_descriptor, published, runs, said
 from ..config import Config, in_repository, parse_overrides, resolve
 from ..costs import usd
 from ..errors import ConfigError
 from ..options import parse
-from . import report
+from . import grid_report
 from . import points as grid_points
 from .grid import Grid, load_grid
 from .grid_progress import GridProgress
@@ -100,7 +100,7 @@ def _refuse_options(grid: Grid, first: Config, options: dict) -> None:
         raise ConfigError(f"profile={options['profile']}: projections to the systems are of ImageNet "
                           f"points; grid {grid.name} runs on {first.dataset} (data_dir= an ImageNet folder)")
     if options["profile"]:          # a wrong file is said now, not after the points trained
-        from .projected import options_of
+        from .projected_points import options_of
         options_of(options)
 
 
@@ -167,14 +167,14 @@ def write(grid: Grid, configs: dict[int, Config], folder: Path, options: dict,
     with open(folder / ".report.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         finished, left_out = grid_points.finished_points(grid, folder, config.price_usd_per_hour, configs)
-        measured = report.Measured(
+        measured = grid_report.Measured(
             grid, config.system_id, config.system_name, _machine(config), config.dataset,
             config.price_usd_per_hour, finished, len(configs), left_out=left_out,
             spread_limit=options["spread_limit"], command_line=dict(given or {}))
         if options.get("profile"):
-            from .projected import project_points
+            from .projected_points import project_points
             measured.projected, measured.projection_notes = project_points(grid, finished, options)
-        return report.write_report(folder, measured)
+        return grid_report.write_report(folder, measured)
 
 
 def _machine(config: Config) -> str:
@@ -198,18 +198,18 @@ def draw_published(given: dict[str, str]) -> int:
              "dollars at each system descriptor's price. Nothing here was measured by this harness.", ""]
     for system in systems + [""]:           # "": an 8x A100 the write-up does not name
         name = system or "unnamed-8xa100"
-        price = descriptor.load_descriptor(system).get("harness", {}).get("price_usd_per_hour", 0.0) \
+        price = system_descriptor.load_descriptor(system).get("harness", {}).get("price_usd_per_hour", 0.0) \
             if system else 0.0
         path = plot_tradeoff([], folder / f"published-{name}.png", published=published.points_for(system),
                              title=f"published points on {system or 'an 8x A100 not named further'}")
         lines += [f"## {system or 'An 8x A100 not named further (no descriptor)'}", "",
                   f"![{name}]({path.name})", ""]
-        lines += report.published_table([system])[2:]
+        lines += grid_report.published_table([system])[2:]
         if price:
             lines += [f"At ${price:g}/hour (systems/{system}.json): "
                       + "; ".join(f"{p.configuration} {p.top1 * 100:.1f}% ${usd(p.minutes, price):,.2f}"
                                   for p in published.points_for(system)), ""]
-    lines += report.ablations_table()
-    (folder / report.REPORT).write_text("\n".join(lines) + "\n")
-    print(f"[tradeoff] published points: {folder / report.REPORT}")
+    lines += grid_report.ablations_table()
+    (folder / grid_report.REPORT).write_text("\n".join(lines) + "\n")
+    print(f"[tradeoff] published points: {folder / grid_report.REPORT}")
     return 0

@@ -28,7 +28,7 @@ from ..errors import ConfigError
 from ..jsonfile import write_json
 from ..progress import read_progress, run_energy
 from ..results import RULESET, CampaignError, read_json, results_root
-from ..system_description import run_description
+from ..system_json import run_description
 from .analysis import Evaluation, Point
 from .grid import COMMAND_LINE_KEYS, Grid, GridPoint
 

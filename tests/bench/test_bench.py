@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from conftest import REPO
-from submission.profile import read as read_profile
+from submission.bench_profile import read as read_profile
 
 
 @pytest.mark.e2e

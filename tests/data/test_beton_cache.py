@@ -2,6 +2,7 @@
 settings are unchanged, rebuilt when damaged, never left half-written."""
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from image_folders import (FFCV_FINALIZER_NOISE, cache_contents, config, error_o
 from submission.config import resolve
 from submission.data.beton_cache import cache_key, write_settings
 from submission.data.prepare import prepare
-from submission.data.synthetic import SyntheticSplit
+from submission.data.synthetic import SyntheticSplit, largest_stored_image
 
 pytestmark = FFCV_FINALIZER_NOISE
 
@@ -132,3 +133,24 @@ def test_the_cache_keys_of_earlier_versions_still_name_the_files(system, split, 
     would cost hours of writing. The keys were taken from the version before the write
     settings were recorded in data.json."""
     assert cache_key(split, write_settings(resolve(system, {}))) == key
+
+
+def test_the_largest_stored_image_is_read_once_per_file(tmp_path):
+    """prepare reads each .beton's largest image from FFCV's metadata once and keeps it beside
+    the file, for that file's size and modification time: a campaign that reuses its data
+    starts without importing FFCV."""
+    make_nested(tmp_path / "d", train_counts=(3, 3, 3), val_counts=(2, 2, 2))
+    data = prepare(config(tmp_path / "d", tmp_path / "cache"))
+    train = Path(data.train_path)
+    memo = train.with_name(train.name + ".largest.json")
+    measured = largest_stored_image(train)
+    assert measured == tuple(json.loads(memo.read_text())[k] for k in ("height", "width"))
+    assert 0 < min(measured) and max(measured) <= 500
+
+    kept = json.loads(memo.read_text())          # the memo answers while the file is unchanged
+    memo.write_text(json.dumps({**kept, "height": 7, "width": 9}))
+    assert largest_stored_image(train) == (7, 9)
+    st = train.stat()                            # the file changed: read from FFCV again
+    os.utime(train, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    assert largest_stored_image(train) == measured
+    assert json.loads(memo.read_text())["file"] == [st.st_size, st.st_mtime_ns + 1_000_000_000]

@@ -13,7 +13,7 @@ from image_folders import (CLASSES, CPU, FFCV_FINALIZER_NOISE, SIZES, config, er
                            make_nested, needs_fashion, picture, read_val, write_image)
 from image_folders import fashion, nested  # noqa: F401 - module-scoped fixtures, used by name
 from submission.config import ConfigError, resolve
-from submission.data import loaders, sources
+from submission.data import ffcv_loaders, sources
 from submission.data.prepare import prepare
 
 pytestmark = FFCV_FINALIZER_NOISE
@@ -278,7 +278,7 @@ def test_odd_names_tiny_images_and_folders_named_like_images(tmp_path):
     (root / "train" / "fox" / "nested.JPEG").mkdir()
     data = prepare(config(root, tmp_path / "cache"))
     assert data.train_samples == 17
-    loader = loaders.train_loader(data.train_path, resolution=32, batch_size=17, workers=1,
+    loader = ffcv_loaders.train_loader(data.train_path, resolution=32, batch_size=17, workers=1,
                                   seed=0, device=CPU, distributed=False)
     (images, labels), = list(loader)
     assert tuple(images.shape) == (17, 3, 32, 32)

@@ -3,7 +3,7 @@ project` reads profile files, and the configurations they are projected for."""
 from __future__ import annotations
 
 from submission import config as config_module
-from submission import profile as profile_module
+from submission import bench_profile as profile_module
 from submission import projection
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from hand_profiles import _cpu, _gpu_mild, _profile, _project, _torchvision_loader
 from submission import config as config_module
-from submission import profile as profile_module
+from submission import bench_profile as profile_module
 from submission import projection
 from submission.step import RunPlan
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from submission.tradeoff import analysis, report
+from submission.tradeoff import analysis, grid_report
 from submission.tradeoff import points as grid_points
 from submission.tradeoff.analysis import Point
 from submission.tradeoff.grid import load_grid
@@ -64,21 +64,21 @@ def test_a_point_slow_in_every_seed_is_flagged_against_its_other_budgets():
 
 def test_the_report_flags_the_run_with_its_redo_command_and_marks_its_point(grid, tmp_path):
     points = quiet_grid((0.28, 1.72))
-    measured = report.Measured(grid, "cpu", "here", "a CPU", "fashion-mnist", 0.0, points, 8,
+    measured = grid_report.Measured(grid, "cpu", "here", "a CPU", "fashion-mnist", 0.0, points, 8,
                                command_line={"results_dir": "/tmp/r"})
-    text = report.write_report(tmp_path, measured).read_text()
+    text = grid_report.write_report(tmp_path, measured).read_text()
     hot_seed_2 = next(p for p in grid.points() if (p.configuration, p.budget, p.seed) == ("hot", 0.25, 2))
     redo = f"python -m submission tradeoff grid={grid.source} point={hot_seed_2.index} redo=true results_dir=/tmp/r"
     section = text.split("## Disturbed timings")[1].split("##")[0]
     assert "| hot | 0.25 | 2 | 1.720 | 0.280 | 6.1x |" in section and f"`{redo}`" in section
     assert "| hot † | 0.25 | 2 |" in text                     # the curve table marks the point
     assert "1.000 [0.280–1.720]" in text                      # and shows its minutes' spread
-    numbers = json.loads((tmp_path / report.NUMBERS).read_text())
+    numbers = json.loads((tmp_path / grid_report.NUMBERS).read_text())
     assert numbers["spread_limit"] == analysis.SPREAD_LIMIT
     assert [(d["configuration"], d["budget"], d["seed"], d["redo"]) for d in numbers["disturbed"]] == \
         [("hot", 0.25, 2, redo)]
-    quiet = report.Measured(grid, "cpu", "here", "a CPU", "fashion-mnist", 0.0, quiet_grid(), 8)
-    assert "## Disturbed timings\n\nNone" in report.write_report(tmp_path, quiet).read_text()
+    quiet = grid_report.Measured(grid, "cpu", "here", "a CPU", "fashion-mnist", 0.0, quiet_grid(), 8)
+    assert "## Disturbed timings\n\nNone" in grid_report.write_report(tmp_path, quiet).read_text()
 
 
 def test_redo_moves_the_points_run_aside_and_leaves_the_others(grid, tmp_path):
@@ -141,7 +141,7 @@ def test_a_tradeoff_refused_because_another_runs_its_point_writes_nothing(tmp_pa
     grid = load_grid("embedded")
     folder = grid_points.grid_folder(grid, resolve(None, {"results_dir": str(tmp_path)}))
     busy = grid_points.point_folder(folder, grid.points()[0])
-    report_file = folder / report.REPORT
+    report_file = folder / grid_report.REPORT
     report_file.parent.mkdir(parents=True)
     report_file.write_text("the report of the first command\n")
     with runs.Lock(busy):      # the first command, running point 0

@@ -9,7 +9,7 @@ import pytest
 from submission.jsonfile import write_json
 from submission.results import CampaignError
 from submission.tradeoff import points as grid_points
-from submission.tradeoff import report
+from submission.tradeoff import grid_report
 from submission.tradeoff.grid import load_grid
 try:
     from tests.mlperf_logs import mlperf_log
@@ -63,8 +63,8 @@ def test_a_point_stopped_before_the_end_of_its_budget_is_left_out_and_named(grid
         "(diverged: non-finite loss at step 40)" in left_out[0]
     assert not (grid_points.point_folder(folder, diverged) / grid_points.RECORD).exists()
 
-    measured = report.Measured(grid, "cpu", "here", "a CPU", "fashion-mnist", 0.0, found, 2, left_out=left_out)
-    text = report.write_report(folder, measured).read_text()
+    measured = grid_report.Measured(grid, "cpu", "here", "a CPU", "fashion-mnist", 0.0, found, 2, left_out=left_out)
+    text = grid_report.write_report(folder, measured).read_text()
     assert "1 of 2 points finished" in text and "Left out: point 1 (plain at 1, seed 3)" in text
 
 

@@ -1,5 +1,5 @@
-"""submission.tradeoff.projected: measured points projected to systems from bench profiles, and
-report.cheapest_by_system naming where a system changes which point is cheapest."""
+"""submission.tradeoff.projected_points: measured points projected to systems from bench profiles, and
+grid_report.cheapest_by_system naming where a system changes which point is cheapest."""
 from __future__ import annotations
 
 import json
@@ -7,11 +7,11 @@ import json
 import pytest
 
 from conftest import REPO
-from submission import descriptor
+from submission import system_descriptor
 from submission.config import ConfigError, resolve
-from submission.profile import read
+from submission.bench_profile import read
 from submission.projection import project
-from submission.tradeoff import projected, report
+from submission.tradeoff import projected_points, grid_report
 from submission.tradeoff.analysis import Evaluation, Point
 from submission.tradeoff.grid import load_grid
 
@@ -48,11 +48,11 @@ def systems(tmp_path, monkeypatch):
     """p4d, and the same machine with 16 vCPUs: 2 loader threads for each of its 8 GPUs."""
     folder = tmp_path / "systems"
     folder.mkdir()
-    p4d = json.loads((descriptor.SYSTEMS_DIR / "p4d.json").read_text())
+    p4d = json.loads((system_descriptor.SYSTEMS_DIR / "p4d.json").read_text())
     (folder / "p4d.json").write_text(json.dumps(p4d))
     (folder / "p4d-few-cpus.json").write_text(json.dumps(
         {**p4d, "system_name": "p4d_16vcpu", "host_processor_vcpu_count": "16"}))
-    monkeypatch.setattr(descriptor, "SYSTEMS_DIR", folder)
+    monkeypatch.setattr(system_descriptor, "SYSTEMS_DIR", folder)
     return ["p4d", "p4d-few-cpus"]
 
 
@@ -63,8 +63,8 @@ def _measured(tmp_path, systems, profile=H100):
     points = [Point(configuration, budget, seed, top1, 30.0, None, (Evaluation(30.0, top1),))
               for (configuration, budget), pair in TOP1.items() for seed, top1 in zip((1, 2), pair)]
     options = {"profile": profile, "loader_profile": LOADER, "systems": ",".join(systems)}
-    curves, notes = projected.project_points(grid, points, options)
-    return grid, report.Measured(grid, "local", "here", "a CPU", "imagenet", 0.0, points, 4, curves, notes)
+    curves, notes = projected_points.project_points(grid, points, options)
+    return grid, grid_report.Measured(grid, "local", "here", "a CPU", "imagenet", 0.0, points, 4, curves, notes)
 
 
 def test_each_point_gets_the_minutes_and_dollars_project_gives_it_on_each_system(tmp_path, systems):
@@ -87,14 +87,14 @@ def test_each_point_gets_the_minutes_and_dollars_project_gives_it_on_each_system
 
 def test_a_host_with_fewer_cpus_per_gpu_changes_the_cheapest_point(tmp_path, systems, slow_gpu):
     _, measured = _measured(tmp_path, systems, slow_gpu)
-    cheapest = report.cheapest_by_system(measured)[0.77]
+    cheapest = grid_report.cheapest_by_system(measured)[0.77]
     # 8 loader threads a GPU: both are step-bound and the ablation's fewer epochs win; 2 a
     # GPU: both are loader-bound, and FFCV's threads (1.6x torchvision's) outweigh 9 epochs
     assert cheapest == {"p4d": "mild, torchvision loader @0.35", "p4d-few-cpus": "mild @0.45"}
-    text = "\n".join(report._order_section(measured))
+    text = "\n".join(grid_report._order_section(measured))
     assert "The cheapest point differs between systems for 77.00%." in text
     assert "The cheapest point to each target, by dollars:" in text      # both systems priced
-    report.write_report(tmp_path, measured)
+    grid_report.write_report(tmp_path, measured)
     frontiers = json.loads((tmp_path / "tradeoff.json").read_text())["projected_frontier"]
     assert set(frontiers) == set(systems)
     for system, name in cheapest.items():          # each system's cheapest point is on its own frontier
@@ -112,7 +112,7 @@ def test_a_torchvision_configuration_needs_a_loader_profile(tmp_path, systems):
                                           r"loader figures: measure the torchvision loader with `python -m submission bench recipe=mild "
                                           r"train_loader=torchvision data_dir=DIR json=loader-mild.json`.* and pass "
                                           r"loader_profile=loader-mild.json"):
-        projected.project_points(grid, points, {"profile": H100, "systems": "p4d"})
+        projected_points.project_points(grid, points, {"profile": H100, "systems": "p4d"})
 
 
 @pytest.mark.parametrize("words, message", [
@@ -133,8 +133,8 @@ def test_a_tradeoff_whose_projection_cannot_be_made_is_refused_before_any_point_
 def test_a_report_before_any_point_finished_has_no_system_section(tmp_path, systems):
     (tmp_path / "grid.yaml").write_text(GRID)
     grid = load_grid(str(tmp_path / "grid.yaml"))
-    measured = report.Measured(grid, "local", "here", "a CPU", "imagenet", 0.0, [], 4)
-    measured.projected, measured.projection_notes = projected.project_points(
+    measured = grid_report.Measured(grid, "local", "here", "a CPU", "imagenet", 0.0, [], 4)
+    measured.projected, measured.projection_notes = projected_points.project_points(
         grid, [], {"profile": H100, "systems": ",".join(systems)})
-    text = report.write_report(tmp_path, measured).read_text()
+    text = grid_report.write_report(tmp_path, measured).read_text()
     assert "No point has finished yet" in text and "## Projected on" not in text

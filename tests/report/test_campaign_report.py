@@ -13,7 +13,7 @@ import torch
 from submission import score
 from submission.cli import main as cli_main
 from submission.progress import Reporter
-from submission.report import plots, report
+from submission.report import plots, campaign_report
 
 try:
     from tests.mlperf_logs import write_runs
@@ -59,7 +59,7 @@ def test_foreign_logs_give_plots_and_a_report(tmp_path):
 def test_every_number_in_the_report_is_the_scoring_codes(tmp_path):
     folder = _foreign(tmp_path)
     (folder / "resnet" / "scaling.json").write_text(json.dumps({"scaling_factor": 1.01}))
-    text, _ = report.build_report(folder, price=12.0)
+    text, _ = campaign_report.build_report(folder, price=12.0)
     summary = score.summarize(folder, 12.0)
     rows = [line for line in text.splitlines() if line.startswith("| result_")]
     assert len(rows) == len(summary.runs) == 5
@@ -103,7 +103,7 @@ def test_throughput_plot_and_campaign_target(tmp_path):
         "config": {"settings": {"recipe": "mild", "target_accuracy": 0.65, "price_usd_per_hour": 2.0,
                                 "price_source": "test list price", "price_date": "2026-11"}}}))
     assert plots.target_of(folder).accuracy == 0.65
-    path = report.write_report(folder)
+    path = campaign_report.write_report(folder)
     text = path.read_text()
     assert (folder / "throughput.png").read_bytes()[:8] == PNG and "](throughput.png)" in text
     assert "recipe `mild`, target 65.0% top-1" in text
@@ -122,7 +122,7 @@ def test_printed_progress_lines_alone_are_not_read(tmp_path, capsys):
         (folder / "progress").mkdir(exist_ok=True)
         (folder / "progress" / f"run_{index}.log").write_text(printed)
     assert plots.progress_files(folder) == {}
-    text, drawn = report.build_report(folder)
+    text, drawn = campaign_report.build_report(folder)
     assert "throughput" not in drawn and not (folder / "throughput.png").exists()
     [line] = [line for line in text.splitlines() if line.startswith("Missing ")]
     assert "`progress/run_0.jsonl`, `progress/run_3.jsonl`" in line and "no throughput plot" in line
@@ -130,7 +130,7 @@ def test_printed_progress_lines_alone_are_not_read(tmp_path, capsys):
     assert "No progress records (`progress/run_<i>.jsonl`) with windows: nothing to check." in text
 
     _progress_records(folder / "progress" / "run_0.jsonl")    # one run with records: its plot
-    text, drawn = report.build_report(folder)
+    text, drawn = campaign_report.build_report(folder)
     assert "throughput" in drawn
     [line] = [line for line in text.splitlines() if line.startswith("Missing ")]
     assert "`progress/run_3.jsonl`: this run has only" in line and "run_0" not in line
@@ -147,7 +147,7 @@ def test_bench_profile_is_shown(tmp_path):
                        "16": {"img_per_s": 140.5, "first_step_s": 1.0}},
         "eval_img_per_s": 230.0, "loader": {"kind": "ffcv", "img_per_s": 70000.0, "threads": 2, "resolution": 32},
         "fed_step_by_side": {}}))
-    text, _ = report.build_report(folder)
+    text, _ = campaign_report.build_report(folder)
     assert "| training step at 16 px (synthetic batches) | 140.5 |" in text
     assert text.index("at 16 px") < text.index("at 32 px")
     assert "| FFCV train loader alone, 2 threads | 70,000.0 |" in text

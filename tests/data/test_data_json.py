@@ -1,10 +1,10 @@
-"""submission/data/prepared_data.py: data.json, written by the campaign and read by every
+"""submission/data/data_json.py: data.json, written by the campaign and read by every
 training process, loads whichever version of the harness wrote it."""
 from __future__ import annotations
 
 import json
 
-from submission.data.prepared_data import PreparedData
+from submission.data.data_json import PreparedData
 
 WRITE = {"write_mode": "proportion", "write_max_resolution": 500, "write_jpeg_quality": 90,
          "write_compress_probability": 0.5}

@@ -15,7 +15,7 @@ from typing import Any
 
 from . import inventory
 from .errors import ConfigError
-from .system_description import STATUS_2X, STATUS_4X, fill_from_host
+from .system_json import STATUS_2X, STATUS_4X, fill_from_host
 
 SYSTEMS_DIR = Path(__file__).resolve().parent.parent / "systems"
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from .. import settings as declared
 from ..config import Config, resolve
 from ..costs import usd
-from ..descriptor import available_systems, load_descriptor
+from ..system_descriptor import available_systems, load_descriptor
 from ..errors import ConfigError
-from ..profile import BenchProfile, read
+from ..bench_profile import BenchProfile, read
 from ..projection import BENCH_HINT, loader_remedy, project
 from .analysis import CurvePoint, Point, curve_points
 from .grid import Grid

@@ -1,4 +1,4 @@
-"""submission.descriptor on system=local: the machine described from the GPUs found (a
+"""submission.system_descriptor on system=local: the machine described from the GPUs found (a
 faked inventory: no GPU here), the embedded campaign without data, and unlike GPUs refused."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from conftest import A100_40, A100_80, A100_PCIE, H100, T4
 from submission import preflight
 from submission.config import ConfigError, resolve
-from submission.system_description import run_description
+from submission.system_json import run_description
 
 
 def test_local_describes_the_gpus_found_and_runs_one_process_each(gpus):

@@ -1,4 +1,4 @@
-"""submission.profile: the bench profile's one type, each field declared with its check, its
+"""submission.bench_profile: the bench profile's one type, each field declared with its check, its
 writer and its reader."""
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import json
 import pytest
 
 from conftest import REPO
-from submission import profile as profile_module
+from submission import bench_profile as profile_module
 from submission.bench.measure import profile as bench_profile
 from submission.config import resolve
-from submission.profile import FedStep, Loader, ProfileError, parse, read, write
+from submission.bench_profile import FedStep, Loader, ProfileError, parse, read, write
 from submission.projection import rates
 
 
