@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     verb = argv.pop(0) if argv and argv[0] in VERBS else "run"
     try:
-        if verb != "check" and set(argv) & {"-h", "--help"}:
+        if set(argv) & {"-h", "--help"}:
             print(usage(verb))
             return 0
         if verb == "run" and argv and argv[0] not in VERBS and "=" not in argv[0] \

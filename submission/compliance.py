@@ -36,7 +36,6 @@ unknown.
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import logging
@@ -388,23 +387,30 @@ def format_table(verdicts: Sequence[Verdict], verbose: bool = False, width: int 
     return "\n".join(out)
 
 
+COMMAND_LINE = "compliance/check PATH [rulesets=R,R] [verbose=true]  (or: python -m submission check ...)"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="compliance/check",
-        description="Check MLPerf result files, a results folder or a submission package "
-                    "with the official mlperf-logging checkers.")
-    parser.add_argument("path", help="result_*.txt, a folder of result files, or a package <org>/")
-    parser.add_argument("--ruleset", action="append", metavar="R",
-                        help=f"ruleset to check against; repeatable (default: {' and '.join(DEFAULT_RULESETS)})")
-    parser.add_argument("-v", "--verbose", action="store_true", help="print every reason, untruncated")
-    args = parser.parse_args(argv)
+    """Check PATH (result_*.txt, a folder of result files, or a package <org>/) with the
+    official mlperf-logging checkers: 0 all passed, 1 something failed, 2 nothing checkable."""
+    from .errors import ConfigError
+    from .options import help_text, parse
+    words = list(sys.argv[1:] if argv is None else argv)
+    if set(words) & {"-h", "--help"}:
+        print(f"{COMMAND_LINE}\n\n{help_text('check')}")
+        return 0
     try:
-        verdicts = check_path(args.path, tuple(args.ruleset or DEFAULT_RULESETS))
-    except (FileNotFoundError, CheckError) as exc:
+        options, paths = parse("check", words)
+        if len(paths) != 1 or paths[0].startswith("-") or "=" in paths[0]:
+            raise ConfigError(f"check takes one PATH and its options, not {' '.join(paths) or 'nothing'}: "
+                              f"{COMMAND_LINE}")
+        rulesets = tuple(r.strip() for r in options["rulesets"].split(",") if r.strip()) or DEFAULT_RULESETS
+        verdicts = check_path(paths[0], rulesets)
+    except (FileNotFoundError, CheckError, ConfigError) as exc:
         print(f"compliance: {exc}", file=sys.stderr)
         return 2
-    print(format_table(verdicts, verbose=args.verbose))
-    if is_package(Path(args.path)) and not any(v.checker == "package" for v in verdicts):
+    print(format_table(verdicts, verbose=options["verbose"]))
+    if is_package(Path(paths[0])) and not any(v.checker == "package" for v in verdicts):
         print("note: the package checker ran for no ruleset: it runs for rulesets before 4.0.0 "
               "(packages are written in the 2.0.0 vocabulary)")
     return 0 if all(v.ok for v in verdicts) else 1

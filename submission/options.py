@@ -30,7 +30,8 @@ class Option:
     default: Any = ""
     kind: type = str
     admits: Range | tuple[str, ...] | Callable[[], tuple[str, ...]] | None = None
-    flag: str = ""               # the --flag of earlier versions, read with a notice
+    flag: str | tuple[str, ...] = ""   # the --flag(s) of earlier versions, read with a notice
+    many: bool = False           # a comma-separated list; the word repeated adds to it
 
     def choices(self) -> Range | tuple[str, ...] | None:
         return self.admits() if callable(self.admits) else self.admits
@@ -58,6 +59,9 @@ OPTIONS: dict[str, dict[str, Option]] = {
                                   "repository's results/)", flag="--results"),
                 "out": Option("where <org>/ is assembled (default: RESULTS/package)", "", flag="--out")},
     "describe": {"ruleset": RULESET},
+    "check": {"rulesets": Option("the rulesets checked, comma-separated (default: 2.0.0,4.0.0: the "
+                                 "submission's and the newest)", "", str, flag="--ruleset", many=True),
+              "verbose": Option("print every reason, untruncated", False, bool, flag=("--verbose", "-v"))},
     "project": {"profile": PROFILE, "loader_profile": LOADER_PROFILE, "dp_efficiency": DP_EFFICIENCY},
     "bench": {"steps": Option("timed steps of each row", 10, int, AT_LEAST_1),
               "rounds": Option("turns of the rows timed side by side", 3, int, AT_LEAST_1),
@@ -127,7 +131,8 @@ def _shown(option: Option) -> str:
 def _new_form(verb: str, words: list[str]) -> list[str]:
     """The words with every --flag of earlier versions turned into its key=value, a notice said
     for each."""
-    flags = {option.flag: name for name, option in OPTIONS.get(verb, {}).items() if option.flag}
+    flags = {flag: name for name, option in OPTIONS.get(verb, {}).items()
+             for flag in ((option.flag,) if isinstance(option.flag, str) else option.flag) if flag}
     out, i = [], 0
     while i < len(words):
         word = words[i]
@@ -158,13 +163,17 @@ def parse(verb: str, words: list[str]) -> tuple[dict[str, Any], list[str]]:
     settings and the positional words), each option checked against its declaration."""
     declared = OPTIONS.get(verb, {})
     values = {name: option.default for name, option in declared.items()}
+    seen: dict[str, bool] = {}
     rest = []
     for word in _new_form(verb, words):
         name, sep, text = word.partition("=")
         if name in declared:
             if not sep:
                 raise ConfigError(f"{name} takes a value ({name}=...): {declared[name].meaning}")
-            values[name] = _value(verb, name, declared[name], text)
+            value = _value(verb, name, declared[name], text)
+            if declared[name].many and values[name] and value and seen.get(name):
+                value = f"{values[name]},{value}"
+            values[name], seen[name] = value, True
         else:
             rest.append(word)
     return values, rest
@@ -175,7 +184,8 @@ def help_text(verb: str) -> str:
     declared = OPTIONS.get(verb, {})
     if not declared:
         return f"{verb} has no options of its own; it takes the settings (python -m submission settings)."
-    lines = [f"options of {verb} (key=value; the settings too: python -m submission settings):"]
+    settings_too = "" if verb == "check" else "; the settings too: python -m submission settings"
+    lines = [f"options of {verb} (key=value{settings_too}):"]
     for name, option in declared.items():
         allowed = option.choices()
         what = ("true/false" if option.kind is bool else str(allowed) if isinstance(allowed, Range)

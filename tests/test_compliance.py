@@ -107,6 +107,22 @@ def test_ruleset_option_selects_the_rulesets(tmp_path):
     assert proc.returncode == 2 and "unknown ruleset 9.9.9" in proc.stderr
 
 
+def test_check_takes_its_options_as_key_value_words_and_the_old_flags_with_a_notice(tmp_path, capsys):
+    from submission import compliance
+    path = write(tmp_path, make_log())
+    assert compliance.main([str(path), "rulesets=3.0.0,4.0.0", "verbose=true"]) == 0
+    new = capsys.readouterr()
+    rows = [line for line in new.out.splitlines() if " compliance " in line]
+    assert [line.split()[2] for line in rows] == ["3.0.0", "4.0.0"] and new.err == ""
+    # the flags of earlier versions, each repeated --ruleset adding to the list
+    assert compliance.main([str(path), "--ruleset", "3.0.0", "--ruleset", "4.0.0", "-v"]) == 0
+    old = capsys.readouterr()
+    assert old.out == new.out
+    assert "note: --ruleset is now rulesets=VALUE" in old.err and "note: -v is now verbose=true" in old.err
+    assert compliance.main([str(path), str(path)]) == 2
+    assert "check takes one PATH" in capsys.readouterr().err
+
+
 def test_init_just_inside_the_open_limit_passes(tmp_path):
     assert not failures(check_path(write(tmp_path, make_log(init_minutes=239))))
 
