@@ -116,9 +116,29 @@ def cmd_package(words: list[str]) -> int:
     return 0
 
 
+CHECK_LINE = "compliance/check PATH [rulesets=R,R] [verbose=true]  (or: python -m submission check ...)"
+
+
 def cmd_check(words: list[str]) -> int:
+    """Check PATH (result_*.txt, a folder of result files, or a package <org>/) with the
+    official mlperf-logging checkers: 0 all passed, 1 something failed, 2 nothing checkable."""
     from . import compliance
-    return compliance.main(words)
+    options, paths = parse("check", words)
+    if len(paths) != 1 or paths[0].startswith("-") or "=" in paths[0]:
+        raise ConfigError(f"check takes one PATH and its options, not {' '.join(paths) or 'nothing'}: "
+                          f"{CHECK_LINE}")
+    rulesets = (tuple(r.strip() for r in options["rulesets"].split(",") if r.strip())
+                or compliance.DEFAULT_RULESETS)
+    try:
+        verdicts = compliance.check_path(paths[0], rulesets)
+    except (FileNotFoundError, compliance.CheckError) as exc:
+        print(f"compliance: {exc}", file=sys.stderr)
+        return 2
+    print(compliance.format_table(verdicts, verbose=options["verbose"]))
+    if compliance.is_package(Path(paths[0])) and not any(v.checker == "package" for v in verdicts):
+        print("note: the package checker ran for no ruleset: it runs for rulesets before 4.0.0 "
+              "(packages are written in the 2.0.0 vocabulary)")
+    return 0 if all(v.ok for v in verdicts) else 1
 
 
 def cmd_describe(words: list[str]) -> int:

@@ -1,6 +1,6 @@
 """Run the official MLPerf checkers (mlperf-logging) on result files or a package.
 
-    python -m submission.compliance PATH [--ruleset R ...] [-v]      (or compliance/check)
+    python -m submission check PATH [rulesets=R,R] [verbose=true]      (or compliance/check)
 
 PATH is one result file (result_*.txt), a folder holding result files at any depth
 (e.g. results/local_cpu/resnet), a system description (*.json), or a whole package
@@ -385,36 +385,3 @@ def format_table(verdicts: Sequence[Verdict], verbose: bool = False, width: int 
     out.append(f"{len(verdicts)} checks: {len(verdicts) - failed - accepted} passed, {failed} failed"
                + (f", {accepted} accepted under olympic scoring" if accepted else ""))
     return "\n".join(out)
-
-
-COMMAND_LINE = "compliance/check PATH [rulesets=R,R] [verbose=true]  (or: python -m submission check ...)"
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Check PATH (result_*.txt, a folder of result files, or a package <org>/) with the
-    official mlperf-logging checkers: 0 all passed, 1 something failed, 2 nothing checkable."""
-    from .errors import ConfigError
-    from .options import help_text, parse
-    words = list(sys.argv[1:] if argv is None else argv)
-    if set(words) & {"-h", "--help"}:
-        print(f"{COMMAND_LINE}\n\n{help_text('check')}")
-        return 0
-    try:
-        options, paths = parse("check", words)
-        if len(paths) != 1 or paths[0].startswith("-") or "=" in paths[0]:
-            raise ConfigError(f"check takes one PATH and its options, not {' '.join(paths) or 'nothing'}: "
-                              f"{COMMAND_LINE}")
-        rulesets = tuple(r.strip() for r in options["rulesets"].split(",") if r.strip()) or DEFAULT_RULESETS
-        verdicts = check_path(paths[0], rulesets)
-    except (FileNotFoundError, CheckError, ConfigError) as exc:
-        print(f"compliance: {exc}", file=sys.stderr)
-        return 2
-    print(format_table(verdicts, verbose=options["verbose"]))
-    if is_package(Path(paths[0])) and not any(v.checker == "package" for v in verdicts):
-        print("note: the package checker ran for no ruleset: it runs for rulesets before 4.0.0 "
-              "(packages are written in the 2.0.0 vocabulary)")
-    return 0 if all(v.ok for v in verdicts) else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -152,20 +152,9 @@ class Config(Settings):
     @property
     def methods(self) -> list[str]:
         """The speed-up and regularisation methods the recipe applies, in words (logs,
-        system description notes, `settings`)."""
-        named = [
-            (self.blurpool, "BlurPool"), (self.channels_last, "channels last"),
-            (self.ema_half_life_batches > 0, f"EMA (half-life {self.ema_half_life_batches:g} steps)"),
-            (self.label_smoothing > 0, f"label smoothing {self.label_smoothing:g}"),
-            (self.progressive_resize, f"progressive resizing (from {self.resize_initial_scale:g}x)"),
-            (self.mixup_alpha > 0, f"MixUp (alpha {self.mixup_alpha:g})"),
-            (self.sam_interval > 0, f"SAM (rho {self.sam_rho:g}, every {self.sam_interval}th step)"),
-            (self.randaugment_depth > 0, f"RandAugment ({self.randaugment_set}, depth "
-                                         f"{self.randaugment_depth}, severity {self.randaugment_severity})"),
-            (self.stochastic_depth_rate > 0, f"stochastic depth ({self.stochastic_depth_method}, "
-                                             f"{self.stochastic_depth_distribution} to {self.stochastic_depth_rate:g})"),
-            (self.colout_fraction > 0, f"ColOut ({self.colout_fraction:g} of rows and columns)")]
-        return [words for on, words in named if on]
+        system description notes, `settings`), as each method module names itself."""
+        from .methods import ALL
+        return [method.named(self) for method in ALL if method.named and method.on(self)]
 
     @property
     def warmup_train_epochs(self) -> float:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from submission import compliance, config
+from submission.cli import main as cli_main
 from submission.compliance import Verdict, check_path
 from submission.system_json import for_ruleset
 
@@ -108,18 +109,17 @@ def test_ruleset_option_selects_the_rulesets(tmp_path):
 
 
 def test_check_takes_its_options_as_key_value_words_and_the_old_flags_with_a_notice(tmp_path, capsys):
-    from submission import compliance
     path = write(tmp_path, make_log())
-    assert compliance.main([str(path), "rulesets=3.0.0,4.0.0", "verbose=true"]) == 0
+    assert cli_main(["check", str(path), "rulesets=3.0.0,4.0.0", "verbose=true"]) == 0
     new = capsys.readouterr()
     rows = [line for line in new.out.splitlines() if " compliance " in line]
     assert [line.split()[2] for line in rows] == ["3.0.0", "4.0.0"] and new.err == ""
     # the flags of earlier versions, each repeated --ruleset adding to the list
-    assert compliance.main([str(path), "--ruleset", "3.0.0", "--ruleset", "4.0.0", "-v"]) == 0
+    assert cli_main(["check", str(path), "--ruleset", "3.0.0", "--ruleset", "4.0.0", "-v"]) == 0
     old = capsys.readouterr()
     assert old.out == new.out
     assert "note: --ruleset is now rulesets=VALUE" in old.err and "note: -v is now verbose=true" in old.err
-    assert compliance.main([str(path), str(path)]) == 2
+    assert cli_main(["check", str(path), str(path)]) == 2
     assert "check takes one PATH" in capsys.readouterr().err
 
 
@@ -249,7 +249,7 @@ def test_folder_without_result_files_exits_2(tmp_path):
     (tmp_path / "notes.txt").write_text("nothing here\n")
     proc = run_check(tmp_path)
     assert proc.returncode == 2 and "nothing to check" in proc.stderr
-    assert compliance.main([str(tmp_path)]) == 2
+    assert cli_main(["check", str(tmp_path)]) == 2
 
 
 # ---- olympic scoring in a package --------------------------------------------------
@@ -292,5 +292,5 @@ def test_a_lone_file_outside_a_package_is_judged_strictly(tmp_path):
     org = _package(tmp_path)
     _break_runs(org, [3])
     [folder] = (org / "results").glob("*/resnet")
-    assert compliance.main([str(folder / "result_3.txt"), "--ruleset", "2.0.0"]) == 1
-    assert compliance.main([str(folder), "--ruleset", "2.0.0"]) == 1
+    assert cli_main(["check", str(folder / "result_3.txt"), "--ruleset", "2.0.0"]) == 1
+    assert cli_main(["check", str(folder), "--ruleset", "2.0.0"]) == 1

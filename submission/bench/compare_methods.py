@@ -22,6 +22,7 @@ import functools
 import torch
 
 from ..data import ffcv_loaders
+from ..methods import ALL
 from ..methods.sam import SAM
 from ..step import build_step
 from .measure import plain_loop
@@ -30,17 +31,9 @@ from .timing import bench_device, in_turns, synthetic_batch
 WARM_UP_STEPS = 3                 # first steps allocate and pick kernels: not timed
 
 RECIPE_ROW = "the recipe's step"
-# (row, settings changed, optimizer, the setting that says the recipe has the method):
-# one method swapped for the plain loop's, or left out, in each
-VARIANTS = (
-    ("without BlurPool", {"blurpool": False}, "sgdw", "blurpool"),
-    ("cross-entropy instead of BCE", {"loss": "cross_entropy"}, "sgdw", "loss"),
-    ("torch.optim.SGD instead of DecoupledSGDW", {}, "sgd", "optimizer"),
-    ("without MixUp", {"mixup_alpha": 0.0}, "sgdw", "mixup_alpha"),
-    ("without SAM", {"sam_interval": 0}, "sgdw", "sam_interval"),
-    ("without stochastic depth", {"stochastic_depth_rate": 0.0}, "sgdw", "stochastic_depth_rate"),
-    ("without ColOut", {"colout_fraction": 0.0}, "sgdw", "colout_fraction"),
-)
+# each method the plain loop does without or does otherwise, swapped for the plain loop's in a
+# row of its own (methods/method.py: `without`)
+VARIANTS = tuple(method for method in ALL if method.without)
 PLAIN_ROW = "plain torchvision loop (CE, SGD)"
 
 
@@ -61,12 +54,14 @@ def comparison(config, classes: int, steps: int, rounds: int) -> dict:
     device = bench_device(config)
     normalize = ffcv_loaders.Normalizer(device)
     steps_of = {RECIPE_ROW: build_step(config, classes, device)}
-    for row, changes, optimizer, used in VARIANTS:
-        if config.settings[used] in (False, 0, 0.0, "cross_entropy"):
+    for method in VARIANTS:
+        if not method.on(config):
             continue                  # the recipe does not have this method
-        changed = config.replaced(changes, f"bench compare=methods: {row}")
-        steps_of[row] = build_step(changed, classes, device,
-                                   optimizer=_coupled_sgd(changed) if optimizer == "sgd" else None)
+        if method.swapped_in_code:    # the optimizer: torch.optim.SGD, built here
+            steps_of[method.without] = build_step(config, classes, device, optimizer=_coupled_sgd(config))
+            continue
+        changed = config.replaced({method.setting: method.off}, f"bench compare=methods: {method.without}")
+        steps_of[method.without] = build_step(changed, classes, device)
     steps_of[PLAIN_ROW] = plain_loop(config, classes, device, normalize)
 
     images, labels = synthetic_batch(config.batch_per_device, config.train_resolution, classes, device)

@@ -15,4 +15,22 @@ stochastic_depth    per-sample / per-block stochastic depth for ResNet Bottlenec
 colout              batch-wise removal of random rows and columns
 randaugment         per-image PIL augmentation (Hot), in the torchvision loader's workers
                     (data/run_loaders.py hands it to data/torchvision_loader.py)
+
+Each module declares what the harness knows of it besides its code (`DECLARATIONS`,
+method.py); `ALL` below collects them for Config.methods and `bench compare=methods`.
 """
+from __future__ import annotations
+
+from . import (blurpool, colout, ema, loss, mixup, progressive_resize, randaugment, sam, sgdw,
+               stochastic_depth)
+from .method import Method
+
+# Composer counts channels-last memory as an algorithm (ChannelsLast); here it is the model's
+# memory format (model.py), declared with the methods so that the logs name it among them
+CHANNELS_LAST = Method("channels_last", False, lambda c: "channels last")
+
+# every method, in the order the logs and `settings` name them
+ALL: tuple[Method, ...] = (
+    *blurpool.DECLARATIONS, CHANNELS_LAST, *ema.DECLARATIONS, *loss.DECLARATIONS,
+    *sgdw.DECLARATIONS, *progressive_resize.DECLARATIONS, *mixup.DECLARATIONS, *sam.DECLARATIONS,
+    *randaugment.DECLARATIONS, *stochastic_depth.DECLARATIONS, *colout.DECLARATIONS)

@@ -13,6 +13,13 @@ from __future__ import annotations
 
 import torch
 
+from .method import Method
+
+DECLARATIONS = (   # what the harness knows of this method (method.py)
+    Method("colout_fraction", 0.0, lambda c: f"ColOut ({c.colout_fraction:g} of rows and columns)",
+           without="without ColOut"),
+)
+
 
 def kept_size(size: int, drop_fraction: float) -> int:
     """Rows (or columns) left of `size` once ColOut drops `drop_fraction` of them."""

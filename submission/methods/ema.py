@@ -11,6 +11,12 @@ import copy
 import torch
 from torch import nn
 
+from .method import Method
+
+DECLARATIONS = (   # what the harness knows of this method (method.py)
+    Method("ema_half_life_batches", 0.0, lambda c: f"EMA (half-life {c.ema_half_life_batches:g} steps)"),
+)
+
 
 def smoothing_per_update(half_life_batches: float, update_every_batches: int) -> float:
     return 0.5 ** (update_every_batches / half_life_batches)

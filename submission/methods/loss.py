@@ -9,6 +9,13 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from .method import Method
+
+DECLARATIONS = (   # what the harness knows of this method (method.py)
+    Method("label_smoothing", 0.0, lambda c: f"label smoothing {c.label_smoothing:g}"),
+    Method("loss", "cross_entropy", None, without="cross-entropy instead of BCE"),
+)
+
 
 def smoothed_one_hot(labels: torch.Tensor, num_classes: int, smoothing: float) -> torch.Tensor:
     targets = F.one_hot(labels, num_classes).float()

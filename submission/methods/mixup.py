@@ -38,6 +38,11 @@ import torch
 import torch.nn.functional as F
 
 from .loss import smoothed_one_hot
+from .method import Method
+
+DECLARATIONS = (   # what the harness knows of this method (method.py)
+    Method("mixup_alpha", 0.0, lambda c: f"MixUp (alpha {c.mixup_alpha:g})", without="without MixUp"),
+)
 
 
 def mixing_coefficient(alpha: float, rng: np.random.Generator | None = None) -> float:

@@ -20,6 +20,12 @@ import math
 import torch
 import torch.nn.functional as F
 
+from .method import Method
+
+DECLARATIONS = (   # what the harness knows of this method (method.py)
+    Method("progressive_resize", False, lambda c: f"progressive resizing (from {c.resize_initial_scale:g}x)"),
+)
+
 
 def resize_scale(progress: float, initial: float, start: float, finish: float) -> float:
     if progress <= start:

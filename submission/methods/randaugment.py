@@ -21,6 +21,13 @@ from typing import Callable
 import numpy as np
 from PIL import Image, ImageEnhance, ImageOps
 
+from .method import Method
+
+DECLARATIONS = (   # what the harness knows of this method (method.py)
+    Method("randaugment_depth", 0, lambda c: f"RandAugment ({c.randaugment_set}, depth "
+                                             f"{c.randaugment_depth}, severity {c.randaugment_severity})"),
+)
+
 BILINEAR = Image.Resampling.BILINEAR
 AFFINE = Image.Transform.AFFINE
 

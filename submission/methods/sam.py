@@ -57,6 +57,13 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
+from .method import Method
+
+DECLARATIONS = (   # what the harness knows of this method (method.py)
+    Method("sam_interval", 0, lambda c: f"SAM (rho {c.sam_rho:g}, every {c.sam_interval}th step)",
+           without="without SAM"),
+)
+
 
 class SAM:
     """Wraps `base` (e.g. DecoupledSGDW): `step(closure, scaler)` does SAM every

@@ -14,6 +14,13 @@ from __future__ import annotations
 
 import torch
 
+from .method import Method
+
+DECLARATIONS = (   # what the harness knows of this method (method.py)
+    # the only optimizer setting is sgdw: the plain loop's torch.optim.SGD is built in code
+    Method("optimizer", None, None, without="torch.optim.SGD instead of DecoupledSGDW", swapped_in_code=True),
+)
+
 
 class DecoupledSGDW(torch.optim.SGD):
     def __init__(self, params, lr: float, momentum: float, weight_decay: float,

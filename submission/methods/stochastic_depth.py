@@ -33,6 +33,15 @@ import torch
 from torch import nn
 from torchvision.models.resnet import Bottleneck
 
+from .method import Method
+
+DECLARATIONS = (   # what the harness knows of this method (method.py)
+    Method("stochastic_depth_rate", 0.0,
+           lambda c: f"stochastic depth ({c.stochastic_depth_method}, "
+                     f"{c.stochastic_depth_distribution} to {c.stochastic_depth_rate:g})",
+           without="without stochastic depth"),
+)
+
 METHODS = ("sample", "block")
 DISTRIBUTIONS = ("linear", "uniform")
 
