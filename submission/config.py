@@ -25,9 +25,9 @@ from typing import Any
 import yaml
 
 from . import settings as declared
-from .system_descriptor import describe_machine, load_descriptor
 from .errors import ConfigError
 from .settings import SEED_RANGE, Range, Settings
+from .system_descriptor import describe_machine, load_descriptor
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RECIPES_DIR = Path(__file__).resolve().parent / "recipes"

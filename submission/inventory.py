@@ -3,7 +3,8 @@
 `gpus()` lists the GPUs this process can use (CUDA_VISIBLE_DEVICES respected), read
 through torch.cuda, with nvidia-smi's extra facts (clocks, links), matched to torch's
 devices by UUID, where it is installed. `host()` gives the host facts a named descriptor
-states (vCPUs, memory). Tests replace `probe` and `host` with a fake machine:
+states (vCPUs, memory); `usable_cpus()` the CPUs this process may run on, and `cpu_threads`
+torch's threads for each process of a CPU run from them. Tests replace `probe` and `host` with a fake machine:
 `monkeypatch.setattr(inventory, "probe", ...)`.
 
 `system=local` describes the machine from this inventory; a named descriptor (p4d, ...)

@@ -25,9 +25,9 @@ GPUS_HIDDEN = {"CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": ""}   # for a 
 os.environ.update(GPUS_HIDDEN)
 
 # The suite checks behaviour, not speed: LLVM's optimisation of the pipelines FFCV compiles
-# with numba costs seconds in every process that loads data (a quick one-run campaign: 35 s
-# with it, 27.5 s without, on a 2-vCPU build machine; docs/test-suite.md), and no assertion
-# depends on how fast a loader runs. The bench and the campaigns users run keep numba's default.
+# with numba costs seconds in every process that loads data (docs/test-suite.md), and no
+# assertion depends on how fast a loader runs. The bench and the campaigns users run keep
+# numba's default.
 os.environ.setdefault("NUMBA_OPT", "0")
 
 

@@ -44,7 +44,7 @@ def largest_stored_image(path: str | Path) -> tuple[int, int]:
     image is decoded), read by `prepare` before any run starts. Kept beside the file
     (`<name>.largest.json`, for this file's size and modification time): reading it again
     means importing FFCV, whose first typed dict compiles for seconds in every process
-    (7 s on a 2-vCPU build machine), where a campaign that reuses its data needs no FFCV."""
+    (docs/test-suite.md), where a campaign that reuses its data needs no FFCV otherwise."""
     path = Path(path)
     memo = path.with_name(path.name + ".largest.json")
     stat = path.stat()

@@ -4,7 +4,8 @@ value that turns it off (the plain loop's), and how a configuration's use of it 
 Each method module declares its own (`DECLARATIONS`); `submission.methods.ALL` collects them in
 the order the logs name them. `Config.methods` (the MLPerf log's recipe event, the system
 description's notes, `settings`) and `bench compare=methods` read that table and nothing
-else, so a new method is its module, its recipe lines, its settings and its test.
+else: a new method is its module, its settings and recipe lines, the one call where it acts
+(step.py or the loader), and its test (docs/layout.md).
 """
 from __future__ import annotations
 
