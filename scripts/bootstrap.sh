@@ -43,23 +43,32 @@ else
     say "Debian packages present: ${APT_PACKAGES[*]}"
 fi
 
-# The stamp names the hash of setup.cfg: changing a pin re-runs the install.
+# The extras of setup.cfg to install: test always; tests/run.sh adds wandb, to test tracker=wandb.
+EXTRAS=${EXTRAS:-test}
+# The stamp names the hash of setup.cfg (changing a pin re-runs the install) and holds the
+# extras installed: asking for one it lacks installs again, asking for fewer does not.
 stamp="$VENV/.installed-$(sha256sum "$ROOT/setup.cfg" | cut -c1-16)"
-if [[ ! -f $stamp ]]; then
+lacking=()
+for extra in ${EXTRAS//,/ }; do
+    grep -qx "$extra" "$stamp" 2>/dev/null || lacking+=("$extra")
+done
+if [[ ! -f $stamp ]] || ((${#lacking[@]})); then
     if [[ ! -x $VENV/bin/python ]]; then
         say "creating virtual environment $VENV"
         "$PYTHON" -m venv "$VENV"
     fi
-    say "installing pinned Python packages into $VENV (torch, torchvision, ffcv from source, mlperf-logging; first time takes a few minutes)"
+    installed=$(cat "$stamp" 2>/dev/null || true)
+    EXTRAS=$(printf '%s\n' $installed ${EXTRAS//,/ } | sort -u | paste -sd, -)
+    say "installing pinned Python packages into $VENV, extras $EXTRAS (torch, torchvision, ffcv from source, mlperf-logging, tensorboard; first time takes a few minutes)"
     # (grep drops pip's notes about package-index folders this machine may not have)
     "$VENV/bin/python" -m pip install --quiet --upgrade pip 2>&1 | { grep -v "is ignored: it is neither" || true; } >&2
-    "$VENV/bin/python" -m pip install --quiet --progress-bar off -e "$ROOT[test]" 2>&1 \
+    "$VENV/bin/python" -m pip install --quiet --progress-bar off -e "$ROOT[$EXTRAS]" 2>&1 \
         | { grep -v "is ignored: it is neither" || true; } >&2
     [[ ${PIPESTATUS[0]} == 0 ]] || { say "pip install failed: see the messages above"; exit 1; }
-    "$VENV/bin/python" -c 'import torch, torchvision, ffcv, mlperf_logging' \
+    "$VENV/bin/python" -c 'import torch, torchvision, ffcv, mlperf_logging, tensorboard' \
         || { say "the installed packages do not import: see the error above"; exit 1; }
     rm -f "$VENV"/.installed-*
-    touch "$stamp"
+    printf '%s\n' ${EXTRAS//,/ } > "$stamp"
     say "virtual environment ready"
 else
     say "virtual environment up to date: $VENV"

@@ -136,6 +136,7 @@ class LoopOverhead:
     ema_s: float = figure(SECONDS)
     side: int | None = figure(COUNT, None)
     share_of_step: float | None = figure(NUMBER, None)
+    tracking_s: float | None = figure(SECONDS, None)   # the trackers' work per step (tracker=)
 
 
 @dataclass(frozen=True)

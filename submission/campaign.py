@@ -28,7 +28,7 @@ from . import runs
 from .config import REPO_ROOT, Config, ConfigError
 from .jsonfile import write_json
 from .results import (BENCHMARK, SUMMARY_TEXT, CampaignError, CampaignRecord, progress_log, progress_records,
-                      read_campaign, result_path, results_root, system_dir, write_campaign)
+                      read_campaign, result_path, results_root, system_dir, tracking_target, write_campaign)
 from .system_json import run_description
 
 
@@ -154,7 +154,8 @@ def _run_all(config: Config, seeds: list[int], config_file: Path, data_file: Pat
         runs.run_once(config, [
             "--config", str(config_file), "--data", str(data_file), "--run-index", str(index),
             "--runs", str(len(seeds)), "--seed", str(seeds[index]),
-            "--remaining", str(len(todo) - position - 1), "--progress", str(progress_records(config, index))],
+            "--remaining", str(len(todo) - position - 1), "--progress", str(progress_records(config, index)),
+            *tracking_target(config, index)],
             final, f"run {index + 1}", progress_log(config, index))
         durations.append((time.monotonic() - started) / 60)
     if not todo and config.num_nodes > 1:

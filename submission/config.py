@@ -169,6 +169,15 @@ class Config(Settings):
                               f"whole numbers {SEED_RANGE}, comma-separated (seeds=1,2,3,4,5)")
         return [int(w) for w in words]
 
+    @property
+    def trackers(self) -> list[str]:
+        """The trackers `tracker` names (submission.tracking), [] for none."""
+        from .tracking import named
+        try:
+            return named(self.tracker)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Config":
         """Inverse of to_dict (derived values are recomputed, not read back)."""
@@ -348,6 +357,10 @@ def validate(config: Config) -> None:
     for key in ("results_dir", "cache_dir"):
         if not getattr(config, key).strip():
             problems.append(f"{key} is empty: name a folder (default {declared.default(key)!r})")
+    try:
+        config.trackers
+    except ConfigError as exc:
+        problems.append(f"{exc} ({config.origin('tracker')})")
     if problems:       # the checks below combine these values
         raise ConfigError("invalid configuration:\n  - " + "\n  - ".join(problems))
     problems = combination_problems(config)

@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import inventory
+from . import inventory, tracking
 from .config import HARNESS_ORIGINS, Config, ConfigError
 from .system_descriptor import load_descriptor
 
@@ -53,7 +53,7 @@ def launch_plan(config: Config) -> LaunchPlan:
     elif workers.workers != config.workers_per_device:
         config = config.replaced({"workers_per_device": workers.workers}, workers.origin)
         notes.append(workers.note)
-    problems += data_dir_problems(config)
+    problems += data_dir_problems(config) + tracking.problems(config.trackers)
     notes += recipe_changes(config)
     return LaunchPlan(config, tuple(notes), tuple(problems))
 

@@ -6,6 +6,7 @@ also writes the same figures there as JSON lines, one object per line, flushed a
 written, so that a run that is killed keeps every record up to its last complete line.
 Campaigns keep it as `results/<system>/progress/run_<i>.jsonl`; `read_progress` reads it
 back for `report.plots` and `report.steadiness`. Nothing reads the printed lines back.
+Given a submission.tracking.Tracking, it hands it every record, flushed at each evaluation.
 
 Records, in the order things happened (a reader skips kinds it does not know):
 
@@ -47,6 +48,7 @@ from pathlib import Path
 from typing import IO, Any, SupportsFloat
 
 from .energy import Energy
+from .tracking import Tracking
 
 WINDOW, EVAL, ENERGY = "window", "eval", "energy"
 
@@ -60,7 +62,7 @@ class Reporter:
 
     def __init__(self, label: str, total_steps: int, steps_per_epoch: int, global_batch: int,
                  every: int, enabled: bool, progress_file: Path | str | None = None,
-                 every_seconds: float = float("inf")):
+                 every_seconds: float = float("inf"), tracking: Tracking | None = None):
         self.label, self.total, self.per_epoch = label, total_steps, steps_per_epoch
         self.batch, self.every, self.enabled = global_batch, every, enabled
         self.every_seconds = every_seconds
@@ -69,6 +71,7 @@ class Reporter:
         self.accuracy = None
         self.last_step = 0
         self.file: IO[str] | None = None
+        self.tracking = tracking if enabled else None
         if enabled and progress_file is not None:
             path = Path(progress_file)
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -78,6 +81,8 @@ class Reporter:
         if self.file is not None:
             self.file.write(json.dumps(record) + "\n")
             self.file.flush()
+        if self.tracking is not None:
+            self.tracking.record(record)
 
     def step(self, step: int, loss: SupportsFloat, lr: float, side: int) -> None:
         """After each training step (loss: a 0-d tensor or a number); on every `every`-th
@@ -121,6 +126,8 @@ class Reporter:
                          "accuracy": float(accuracy), "target": None if target is None else float(target),
                          "seconds": float(seconds),
                          "minutes": (time.monotonic() - self.start) / 60})
+            if self.tracking is not None:
+                self.tracking.flush()
 
     def energy(self, used: Energy) -> None:
         """After run_stop: the run's energy (all ranks added), a line and a record."""
@@ -132,6 +139,9 @@ class Reporter:
         if self.file is not None:
             self.file.close()
             self.file = None
+        if self.tracking is not None:
+            self.tracking.close()
+            self.tracking = None
 
 
 def read_progress(path: Path | str) -> list[dict[str, Any]]:

@@ -8,6 +8,8 @@ summary, each one type written and read here), and the error every reader of it 
       summary.md, summary.json      Summary: per-run figures and the score
       progress/run_<i>.log          a run's printed output, for people
       progress/run_<i>.jsonl        rank 0's progress records, as data
+      tensorboard/run_<i>/          a run's TensorBoard events (tracker=tensorboard)
+      wandb/                        W&B's own files of the runs (tracker=wandb)
 
 The campaign writes here; score, report and package read it. This module sits below
 all of them and imports none of them, so that they share it without importing one
@@ -25,6 +27,7 @@ from typing import Any
 
 from .config import Config, in_repository
 from .jsonfile import write_json
+from .tracking import Target
 
 BENCHMARK = "resnet"          # the MLPerf benchmark folder of result files
 # the round of the Mosaic entry: its parser reads the logs (the file format is the same in
@@ -237,3 +240,10 @@ def progress_log(config: Config, index: int) -> Path:
 def progress_records(config: Config, index: int) -> Path:
     """Rank 0's machine-readable progress of run `index` (JSON lines, submission.progress)."""
     return run_progress(system_dir(config), index, ".jsonl")
+
+
+def tracking_target(config: Config, index: int) -> list[str]:
+    """Run `index`'s tracking argument for submission.train: its TensorBoard folder
+    tensorboard/run_<index>, W&B's files in the system folder, the campaign as W&B's group."""
+    return Target(tuple(config.trackers), str(system_dir(config) / "tensorboard" / f"run_{index}"),
+                  str(system_dir(config)), f"run_{index}", config.system_name).argv()

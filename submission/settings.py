@@ -235,6 +235,9 @@ class Settings:
     warmup: bool = setting(OPERATIONAL, "before run_start, run every training size and the eval size once "
                                         "on synthetic batches (cuDNN plans, compilation); weights left "
                                         "untouched", True)
+    tracker: str = setting(OPERATIONAL, "where runs can be watched: tensorboard (event files beside the "
+                                        "results), wandb (pip extra [wandb]), none; several joined by commas",
+                           "tensorboard")
     price_usd_per_hour: float = setting(OPERATIONAL, "hourly price of the whole system (all nodes)", 0.0,
                                         admits=AT_LEAST_0)
     price_source: str = setting(OPERATIONAL, "where the price comes from", "")

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from . import distributed as dist_utils
-from . import energy, inventory, out_of_memory
+from . import energy, inventory, out_of_memory, tracking
 from .config import Config
 from .data import ffcv_loaders, ffcv_threads, fingerprint
 from .data.data_json import PreparedData
@@ -106,7 +106,8 @@ def set_up(config: Config, data: PreparedData, ctx: dist_utils.Context, seed: in
 
 
 def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed: int,
-              log: RunLog, label: str, progress_file: Path | None = None) -> RunOutcome:
+              log: RunLog, label: str, progress_file: Path | None = None,
+              trackers: tracking.Tracking | None = None) -> RunOutcome:
     """Build, then train until the target or the epoch budget; return the outcome."""
     def say(line: str) -> None:
         if ctx.is_main:
@@ -120,7 +121,7 @@ def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed:
     run_start, graphs_at_start = time.monotonic(), compiled_graphs()
     report = Reporter(label, plan.total_steps, plan.steps_per_epoch, config.global_batch_size,
                       config.progress_every_steps, ctx.is_main, progress_file,
-                      every_seconds=config.progress_every_seconds)
+                      every_seconds=config.progress_every_seconds, tracking=trackers)
     # the data sets are opened only now: FFCV's Loader reads the labels when it is built
     train_loader, val_loader = run_loaders(config, ctx, seed, data.train_path, data.val_path,
                                            data.eval_samples, shard=True)
@@ -229,6 +230,8 @@ def parse_args(argv):
                         "(default: [run I/N seed S])")
     parser.add_argument("--progress", default="", metavar="FILE",
                         help="rank 0 writes machine-readable progress (JSON lines) here")
+    parser.add_argument("--track", default="", metavar="JSON",
+                        help="where rank 0's trackers write (submission.tracking.Target)")
     return parser.parse_args(argv)
 
 
@@ -246,13 +249,18 @@ def main(argv=None) -> int:
     config = spec.config
     partial = Path(args.result + ".partial") if ctx.is_main and args.result else None
     log = RunLog(str(partial) if partial else None)
+    trackers = None
     try:
         log.init_start(cache_cleared=spec.cache_cleared)
         log.submission(config)
         check_ranks_alike(ctx, args.data, prepared_with)
         data = PreparedData.load(Path(args.data))
+        if ctx.is_main:
+            trackers = tracking.open_tracking(tracking.Target.from_arg(args.track), config.settings,
+                                              spec.label)
         outcome = train_run(config, data, ctx, spec.seed, log, spec.label,
-                            progress_file=Path(args.progress) if args.progress else None)
+                            progress_file=Path(args.progress) if args.progress else None,
+                            trackers=trackers)
         if args.save_weights:
             Path(args.save_weights).mkdir(parents=True, exist_ok=True)
             torch.save({"model": outcome.model.state_dict(), "eval_model": outcome.eval_model.state_dict()},
@@ -270,6 +278,9 @@ def main(argv=None) -> int:
             log.run_stop(False, reason=f"crashed: {type(exc).__name__}: {exc}")
         log.close()
         raise
+    finally:
+        if trackers is not None:
+            trackers.close()        # what was kept until the run ended, even when it did not finish
     log.close()
     if partial:
         partial.rename(args.result)

@@ -10,7 +10,9 @@ Rows, in the order they are measured:
     two taking turns (`rounds` rounds of `steps` steps);
   - per progressive-resizing side of the run's plan: the first step (set-up: cuDNN/oneDNN
     plans) and the steady rate;
-  - the loop's work around a step at the smallest side (normalise, resize, EMA update);
+  - the loop's work around a step at the smallest side (normalise, resize, EMA update), and
+    the trackers' (tracker=: a progress record kept every progress_every_steps, written to
+    TensorBoard at an evaluation);
   - the evaluation forward alone on synthetic batches at the evaluation size;
   - with compile=true, the compiled step at full size and at the smallest side, in turns
     with the eager one, and each change between the two sides (the first steps at the new
@@ -246,12 +248,37 @@ def _loop_overhead(config, step, full, sizes: dict, smallest: int, device, steps
                       steps, device)
     ema_s = (timed(lambda: step.ema.update(step.model, step.ema.every), steps, device) / step.ema.every
              if step.ema else 0.0)
+    step_s = config.batch_per_device / sizes[smallest]["img_per_s"]
     overhead = {"side": smallest, "normalize_resize_s": prepare_s, "ema_s": ema_s,
-                "share_of_step": (prepare_s + ema_s) / (config.batch_per_device / sizes[smallest]["img_per_s"])}
+                "share_of_step": (prepare_s + ema_s) / step_s, "tracking_s": tracking_per_step(config, steps)}
     say(f"\n  around each step at {smallest} px: normalise + resize {prepare_s * 1000:.1f} ms, EMA "
         f"update {ema_s * 1000:.1f} ms (per step, updating every {config.ema_update_every_batches}) = "
         f"{overhead['share_of_step'] * 100:.1f}% of a step at that size")
+    if overhead["tracking_s"] is not None:
+        say(f"  tracker={config.tracker}: {overhead['tracking_s'] * 1000:.3f} ms per step "
+            f"= {overhead['tracking_s'] / step_s * 100:.3f}% of a step at that size (target under 1%)")
     return overhead
+
+
+def tracking_per_step(config, steps: int) -> float | None:
+    """Seconds per training step of the trackers' work, as a run does it: a progress record
+    kept every progress_every_steps steps, all of them written to TensorBoard at one evaluation
+    (into a folder thrown away after). None when no TensorBoard tracker is asked for (W&B's
+    writing is its own service's, outside this process)."""
+    import tempfile
+    from ..tracking import TENSORBOARD, TensorBoardWriter, Tracking
+    if TENSORBOARD not in config.trackers:
+        return None
+    every, count = config.progress_every_steps, max(steps, 10 * config.progress_every_steps)
+    with tempfile.TemporaryDirectory() as folder:
+        trackers = Tracking([TensorBoardWriter(Path(folder))])
+        start = time.perf_counter()
+        for step in range(every, count + 1, every):
+            trackers.record({"kind": "window", "step": step, "loss": 2.0, "lr": 0.1, "img_per_s": 100.0,
+                             "side": 32, "epoch": step / 100, "minutes": step / 600})
+        trackers.record({"kind": "eval", "step": count, "accuracy": 0.5})
+        trackers.close()
+        return (time.perf_counter() - start) / count
 
 
 def _eval_forward(config, step, classes: int, device, steps: int, base: float) -> float:

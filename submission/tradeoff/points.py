@@ -7,6 +7,8 @@
       points/<slug>/log.txt             the run's MLLOG lines, once it trained its whole budget
                                         (log.txt.partial while it runs)
       points/<slug>/progress.jsonl, run.log
+      points/<slug>/tensorboard/        the run's TensorBoard events and the point's HParams session
+      points/<slug>/wandb/              W&B's files of the point's run (tracker=wandb)
       points/<slug>/point.json          the point's figures (tradeoff.analysis.Point)
       attempts/                         logs of interrupted points, kept aside, and the runs of
                                         points redone (redo=true), each in a folder of its own
@@ -20,8 +22,9 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
-from .. import runs
+from .. import runs, tracking
 from ..config import Config, resolve
 from ..costs import usd
 from ..errors import ConfigError
@@ -33,6 +36,7 @@ from .analysis import Evaluation, Point
 from .grid import COMMAND_LINE_KEYS, Grid, GridPoint
 
 LOG, RECORD, PROGRESS, TRANSCRIPT = "log.txt", "point.json", "progress.jsonl", "run.log"
+EVENTS = "tensorboard"
 WHOLE_BUDGET = "no target"          # the start of run_stop's reason when a run trained its budget
 
 
@@ -67,7 +71,7 @@ def redo(folder: Path, point: GridPoint) -> Path | None:
     so that the next run_point trains it again; the folder it went to, or None when the point
     has no run to move. The point's other files (config.json, data.json) stay."""
     where = point_folder(folder, point)
-    moved = [where / name for name in (LOG, LOG + ".partial", RECORD, PROGRESS, TRANSCRIPT)
+    moved = [where / name for name in (LOG, LOG + ".partial", RECORD, PROGRESS, TRANSCRIPT, EVENTS)
              if (where / name).exists()]
     if not moved:
         return None
@@ -110,14 +114,30 @@ def run_point(grid: Grid, point: GridPoint, config: Config, folder: Path, count:
         label = f"[point {point.index + 1}/{count} {point.configuration} @{point.budget:g} seed {point.seed}]"
         runs.run_once(config, ["--config", str(config_file), "--data", str(data_file),
                                "--seed", str(point.seed), "--label", label,
-                               "--progress", str(where / PROGRESS)],
+                               "--progress", str(where / PROGRESS),
+                               *tracking.Target(tuple(config.trackers), str(where / EVENTS), str(where),
+                                                point.slug, f"tradeoff-{grid.name}-{config.system_name}").argv()],
                       where / LOG, f"point {_numbered(point, count)}, {point.label},", where / TRANSCRIPT,
                       "[tradeoff]")
         try:
-            write_json(where / RECORD, point_record(point, where / LOG, config.price_usd_per_hour,
-                                                    where / PROGRESS).to_dict())
+            record = point_record(point, where / LOG, config.price_usd_per_hour, where / PROGRESS)
         except StoppedEarly as exc:
             print(f"[tradeoff] {exc}", flush=True)
+            return
+        write_json(where / RECORD, record.to_dict())
+        if tracking.TENSORBOARD in config.trackers:
+            tracking.write_point_hparams(where / EVENTS, point_hparams(grid, point), {
+                "top1": record.top1, "minutes": record.minutes, "usd": record.cost_usd, "joules": record.joules})
+
+
+def point_hparams(grid: Grid, point: GridPoint) -> dict[str, Any]:
+    """What tells a point from the grid's others: its configuration, recipe, budget and seed,
+    and each setting its configuration gives beyond the grid's own."""
+    configuration = next(c for c in grid.configurations if c.name == point.configuration)
+    own = {key: value for key, value in configuration.settings.items() if key != "recipe"}
+    return {"configuration": point.configuration, "recipe": str(point.settings.get("recipe", "")),
+            "budget": point.budget, "seed": point.seed,
+            **{key: value if isinstance(value, (bool, int, float)) else str(value) for key, value in own.items()}}
 
 
 def _say_finished(point: GridPoint, where: Path, config: Config, count: int) -> None:

@@ -6,10 +6,15 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
 
 import pytest
 
-from conftest import campaign_from_a_terminal, quick_settings, run_submission, wait_for
+from conftest import campaign_from_a_terminal, free_port, quick_settings, run_submission, wait_for
 from submission.config import ConfigError, resolve
 from submission.step import RunPlan
 from submission.tradeoff.grid import load_grid
@@ -42,9 +47,18 @@ def _mllog(path, key):
             if f'"key": "{key}"' in line]
 
 
-def test_points_train_their_whole_budget_and_log_every_evaluation(tmp_path, cache_dir):
+@pytest.fixture(scope="module")
+def trained_grid(tmp_path_factory, cache_dir):
+    """The two-point grid trained once for the tests that read what it wrote: its folder
+    and the command's output."""
+    tmp_path = tmp_path_factory.mktemp("trained-grid")
     done = run_submission("tradeoff", *_settings(tmp_path, cache_dir))
     assert done.returncode == 0, done.stdout + done.stderr
+    return tmp_path, done
+
+
+def test_points_train_their_whole_budget_and_log_every_evaluation(trained_grid, cache_dir):
+    tmp_path, done = trained_grid
     folder = _folder(tmp_path)
     for budget in (0.5, 1.0):
         where = folder / "points" / f"mild-budget{budget:g}-seed5"
@@ -72,6 +86,58 @@ def test_points_train_their_whole_budget_and_log_every_evaluation(tmp_path, cach
     points = json.loads((folder / "tradeoff.json").read_text())["points"]
     assert [p["cost_usd"] for p in points] == pytest.approx([p["minutes"] for p in points])
     assert (folder / "tradeoff-cost.png").is_file()
+
+
+def test_tensorboard_serves_each_points_series_and_the_grid_as_an_hparams_table(trained_grid):
+    """The real `tensorboard` server on the grid's folder, asked over its HTTP data API."""
+    tmp_path, _ = trained_grid
+    grid = tmp_path / "results" / "tradeoff" / "tiny"
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", str(grid),
+                               "--host", "127.0.0.1", "--port", str(port), "--reload_interval", "1"],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    base = f"http://127.0.0.1:{port}/data"
+    try:
+        runs = [f"local_cpu/points/mild-budget{budget}-seed5/tensorboard" for budget in ("0.5", "1")]
+        wait_for(lambda: _asked(f"{base}/runs") == runs, 120, "tensorboard to load both points")
+        for run, budget in zip(runs, (0.5, 1.0)):
+            point = json.loads((grid / run).parent.joinpath("point.json").read_text())
+            top1 = _asked(f"{base}/plugin/scalars/scalars?" + urllib.parse.urlencode(
+                {"run": run, "tag": "metrics/eval/top1"}))
+            assert [value for _, _, value in top1] == pytest.approx(
+                [e["top1"] for e in point["evaluations"]], abs=1e-6)
+        wait_for(lambda: len(_session_groups(base)) == 2, 60, "both points' HParams sessions")
+        table = {group["hparams"]["budget"]: group for group in _session_groups(base)}
+        assert sorted(table) == [0.5, 1.0]
+        for budget, group in table.items():
+            assert group["hparams"] == {"configuration": "mild", "recipe": "mild", "budget": budget, "seed": 5.0}
+            figures = {m["name"]["tag"]: m["value"] for m in group["metricValues"]}
+            point = json.loads((grid / "local_cpu" / "points" / f"mild-budget{budget:g}-seed5" / "point.json").read_text())
+            assert figures["grid/top1"] == pytest.approx(point["top1"], abs=1e-6)
+            assert figures["grid/minutes"] == pytest.approx(point["minutes"], rel=1e-6)
+            assert group["sessions"][0]["status"] == "STATUS_SUCCESS"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def _asked(url: str, body: dict | None = None):
+    """TensorBoard's answer to a GET (or, with a body, a POST of JSON); None until it answers."""
+    request = urllib.request.Request(url, data=None if body is None else json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return json.loads(answer.read())
+    except (urllib.error.URLError, ConnectionError):
+        return None
+
+
+def _session_groups(base: str) -> list[dict]:
+    asked = _asked(f"{base}/plugin/hparams/session_groups", {
+        "experimentName": "", "allowedStatuses": ["STATUS_UNKNOWN", "STATUS_SUCCESS", "STATUS_FAILURE",
+                                                  "STATUS_RUNNING"],
+        "colParams": [], "startIndex": 0, "sliceSize": 100})
+    return (asked or {}).get("sessionGroups", [])
 
 
 def test_an_interrupted_point_is_redone_and_a_finished_one_kept_byte_for_byte(tmp_path, cache_dir):
