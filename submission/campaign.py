@@ -28,7 +28,7 @@ from . import runs
 from .config import REPO_ROOT, Config, ConfigError
 from .jsonfile import write_json
 from .results import (BENCHMARK, SUMMARY_TEXT, CampaignError, CampaignRecord, progress_log, progress_records,
-                      read_campaign, result_path, results_root, system_dir, tracking_target, write_campaign)
+                      read_campaign, result_path, results_root, system_dir, tensorboard_dir, tracking_target, write_campaign)
 from .system_json import run_description
 
 
@@ -145,7 +145,8 @@ def _run_all(config: Config, seeds: list[int], config_file: Path, data_file: Pat
         final = result_path(config, index)
         partial = final.with_name(final.name + ".partial")
         if partial.exists():
-            runs.set_aside(partial, system_dir(config) / "attempts", final.stem, f"run {index + 1}")
+            runs.set_aside(partial, system_dir(config) / "attempts", final.stem, f"run {index + 1}",
+                           events=tensorboard_dir(config, index))
         eta = ""
         if durations:
             eta = f"; campaign ETA {sum(durations) / len(durations) * (len(todo) - position):.1f} min"

@@ -17,9 +17,11 @@ from __future__ import annotations
 import os
 import threading
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
+
+from .jsonfile import record_from_dict
 
 POWERCAP = Path("/sys/class/powercap")
 RAPL_SAMPLE_S = 1.0      # the smallest wrap range seen (2^32 uJ) lasts 20 s at 200 W
@@ -53,7 +55,7 @@ class Energy:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Energy":
-        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
+        return record_from_dict(cls, data)
 
 
 def not_measured(why: str, seconds: float = 0.0) -> Energy:

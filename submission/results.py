@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import Config, in_repository
-from .jsonfile import write_json
+from .jsonfile import record_from_dict, write_json
 from .tracking import Target
 
 BENCHMARK = "resnet"          # the MLPerf benchmark folder of result files
@@ -198,10 +198,7 @@ class Summary:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Summary":
-        kept = {f.name for f in dataclasses.fields(cls)}
-        runs = [RunResult(**{f.name: run[f.name] for f in dataclasses.fields(RunResult) if f.name in run})
-                for run in data.get("runs", [])]
-        return cls(**{**{k: v for k, v in data.items() if k in kept}, "runs": runs})
+        return record_from_dict(cls, {"runs": [], **data})
 
 
 def write_summary(folder: Path, summary: Summary, markdown: str) -> tuple[Path, Path]:
@@ -242,8 +239,13 @@ def progress_records(config: Config, index: int) -> Path:
     return run_progress(system_dir(config), index, ".jsonl")
 
 
+def tensorboard_dir(config: Config, index: int) -> Path:
+    """Run `index`'s TensorBoard events (tracker=tensorboard)."""
+    return system_dir(config) / "tensorboard" / f"run_{index}"
+
+
 def tracking_target(config: Config, index: int) -> list[str]:
-    """Run `index`'s tracking argument for submission.train: its TensorBoard folder
-    tensorboard/run_<index>, W&B's files in the system folder, the campaign as W&B's group."""
-    return Target(tuple(config.trackers), str(system_dir(config) / "tensorboard" / f"run_{index}"),
-                  str(system_dir(config)), f"run_{index}", config.system_name).argv()
+    """Run `index`'s tracking argument for submission.train: its TensorBoard folder, W&B's
+    files in the system folder, the campaign as W&B's group."""
+    return Target(tuple(config.trackers), str(tensorboard_dir(config, index)), str(system_dir(config)),
+                  f"run_{index}", config.system_name).argv()

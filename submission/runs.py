@@ -312,11 +312,16 @@ def _same_size(before: str, after: str) -> bool:
     return abs(sizes[0] - sizes[1]) <= max(2**30, 0.03 * sizes[0])
 
 
-def set_aside(partial: Path, attempts: Path, stem: str, what: str, say: str = "[campaign]") -> Path:
+def set_aside(partial: Path, attempts: Path, stem: str, what: str, say: str = "[campaign]",
+              events: Path | None = None) -> Path:
     """Move the interrupted log of `what` ("run 2") into `attempts` as <stem>-<time>.txt
-    (kept, never deleted), said on a line."""
+    (kept, never deleted), said on a line; its TensorBoard folder `events`, where it has one,
+    beside it as <stem>-<time>-tensorboard (the run again would add to its series)."""
     attempts.mkdir(parents=True, exist_ok=True)
-    kept = attempts / f"{stem}-{stamp()}.txt"
+    when = stamp()
+    kept = attempts / f"{stem}-{when}.txt"
     partial.rename(kept)
+    if events is not None and events.exists():
+        events.rename(attempts / f"{stem}-{when}-tensorboard")
     print(f"{say} {what} was incomplete: its log is kept at {kept}; redoing it", flush=True)
     return kept

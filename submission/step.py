@@ -42,7 +42,6 @@ from .methods.sam import SAM, sync_context, update
 from .methods.schedule import lr_at
 from .methods.sgdw import DecoupledSGDW
 from .methods.stochastic_depth import apply_stochastic_depth
-from .model import model_from_config
 
 
 @dataclass(frozen=True)
@@ -265,6 +264,7 @@ def build_step(config: Config, num_classes: int, device: torch.device, *,
     """The recipe step of `config` on `device`. ddp: the model wrapped in
     DistributedDataParallel (the process group is up). optimizer: another optimizer in
     place of the recipe's, given the model (the bench's per-method comparison)."""
+    from .model import model_from_config    # torchvision: seconds that `settings` and `project` need not pay
     model = model_from_config(config, num_classes)
     if config.stochastic_depth_rate:
         apply_stochastic_depth(model, config.stochastic_depth_rate, config.stochastic_depth_method,

@@ -168,6 +168,8 @@ class TensorBoardWriter:
         self.folder, self._make, self.writer = Path(folder), SummaryWriter, None
 
     def write(self, kept: list[tuple[int, dict[str, float]]]) -> None:
+        if not kept and self.writer is None:
+            return
         if self.writer is None:
             self.writer = self._make(log_dir=str(self.folder), max_queue=1_000_000, flush_secs=3600)
         for step, figures in kept:

@@ -122,12 +122,7 @@ def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed:
     report = Reporter(label, plan.total_steps, plan.steps_per_epoch, config.global_batch_size,
                       config.progress_every_steps, ctx.is_main, progress_file,
                       every_seconds=config.progress_every_seconds, tracking=trackers)
-    # the data sets are opened only now: FFCV's Loader reads the labels when it is built
-    train_loader, val_loader = run_loaders(config, ctx, seed, data.train_path, data.val_path,
-                                           data.eval_samples, shard=True)
-    if len(train_loader) != plan.steps_per_epoch:
-        raise RuntimeError(f"the training loader has {len(train_loader)} batches an epoch, "
-                           f"{plan.steps_per_epoch} were planned from data.json: was the .beton replaced?")
+    train_loader, val_loader = open_loaders(config, ctx, seed, data, plan)
     STOP.in_loop = True
     last_step = plan.total_steps        # lowered when the ranks agree to stop early
     step, epoch, accuracy, reached = 0, 0, 0.0, False
@@ -163,17 +158,33 @@ def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed:
             f"their compile time is inside this run's {minutes:.2f} min"
             + ("" if config.warmup else " (warmup=false)"))
     dist_utils.average_buffers(step_fn.model)       # one model, the same on every rank
-    details = {"epoch_num": round(plan.epoch(step), 4)}
-    if not reached:
-        details["reason"] = reason
-    synchronize(ctx.device)
+    details = {"epoch_num": round(plan.epoch(step), 4), **({} if reached else {"reason": reason})}
+    stop_timing(ctx.device, meter, log, report, reached, details)
+    return RunOutcome(reached, accuracy, plan.epoch(step), minutes, step_fn.model, step_fn.eval_model)
+
+
+def open_loaders(config: Config, ctx: dist_utils.Context, seed: int, data: PreparedData, plan: RunPlan):
+    """The run's training and evaluation loaders, opened inside the timed region (FFCV's
+    Loader reads the labels when it is built)."""
+    train_loader, val_loader = run_loaders(config, ctx, seed, data.train_path, data.val_path,
+                                           data.eval_samples, shard=True)
+    if len(train_loader) != plan.steps_per_epoch:
+        raise RuntimeError(f"the training loader has {len(train_loader)} batches an epoch, "
+                           f"{plan.steps_per_epoch} were planned from data.json: was the .beton replaced?")
+    return train_loader, val_loader
+
+
+def stop_timing(device: torch.device, meter, log: RunLog, report: Reporter, reached: bool,
+                details: dict) -> None:
+    """MLPerf run_stop once the device's work is done, the energy read around it, added over
+    the ranks and reported; the reporter (and its trackers) closed."""
+    synchronize(device)
     used = meter.stop()
     log.run_stop(reached, **details)   # ---- timed region ends: MLPerf run_stop ----
     meter.close()
     report.energy(energy.added([energy.Energy.from_dict(part) for part in
                                 dist_utils.all_gather_object(used.to_dict())]))
     report.close()
-    return RunOutcome(reached, accuracy, plan.epoch(step), minutes, step_fn.model, step_fn.eval_model)
 
 
 def synchronize(device: torch.device) -> None:

@@ -439,11 +439,19 @@ def _loader_rows(config, step, data, device, steps: int, rounds: int, full, smal
         say(f"  {side:>5} px  {v['fed_img_per_s']:10.1f} img/s against {v['synthetic_img_per_s']:.1f}: "
             f"{v['fed_img_per_s'] / v['synthetic_img_per_s']:.2f}x, "
             f"{max(0.0, 1 / v['fed_img_per_s'] - 1 / v['synthetic_img_per_s']) * 1000:.2f} ms per image")
+    figures["eval_first"], figures["eval"] = _eval_passes(step, val_loader, device)
+    say("\n" + _row("evaluation, first pass (FFCV compile)", figures["eval_first"], base))
+    say(_row("evaluation, second pass", figures["eval"], base))
+    return figures
 
+
+def _eval_passes(step, val_loader, device) -> list[float]:
+    """img/s of two evaluation passes through the run's loader: the first carries FFCV's
+    compilation."""
     step.model.eval()
     passes = []
     with torch.no_grad(), step.autocast():
-        for _ in range(2):                    # the first pass carries FFCV's compilation
+        for _ in range(2):
             start, seen = time.perf_counter(), 0
             for images, _ in val_loader:
                 step.model(step.normalize(images))
@@ -451,10 +459,7 @@ def _loader_rows(config, step, data, device, steps: int, rounds: int, full, smal
             sync(device)
             passes.append(seen / (time.perf_counter() - start))
     step.model.train()
-    figures["eval_first"], figures["eval"] = passes
-    say("\n" + _row("evaluation, first pass (FFCV compile)", figures["eval_first"], base))
-    say(_row("evaluation, second pass", figures["eval"], base))
-    return figures
+    return passes
 
 
 AUGMENTATION_IMAGES = 300

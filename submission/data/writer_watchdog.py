@@ -15,6 +15,48 @@ from multiprocessing import resource_tracker
 import psutil
 
 
+class _Watch:
+    """What the watchdog shares between the main thread and its watcher thread."""
+
+    def __init__(self):
+        self.me, self.parent = psutil.Process(), os.getpid()
+        self.existing = {child.pid for child in self.me.children()}
+        self.deaths: list[str] = []
+        self.finished = threading.Event()
+        self.interrupted_at: list[float] = []     # when the main thread was last interrupted
+
+    def interrupt(self) -> None:
+        self.interrupted_at.append(time.monotonic())
+        _thread.interrupt_main()
+
+    def workers(self) -> list[psutil.Process]:
+        return [child for child in self.me.children() if child.pid not in self.existing]
+
+    def watch(self) -> None:
+        while not self.finished.wait(0.2):
+            if self.interrupted_at:
+                # still running a second later: the KeyboardInterrupt was deferred (on_ctrl_c)
+                if time.monotonic() - self.interrupted_at[-1] > 1.0:
+                    self.interrupt()
+                continue
+            died = next(((child, how) for child in self.workers()
+                         if (how := abnormal_exit(child.pid))), None)
+            if died:
+                self.deaths.append(f"process {died[0].pid} {died[1]}")
+                self.interrupt()
+
+    def on_ctrl_c(self, signum, frame):
+        if os.getpid() != self.parent:
+            return
+        self.interrupted_at.append(time.monotonic())
+        if frame is not None and frame.f_code.co_filename == logging.__file__:
+            # inside logging's at-fork lock handling (FFCV starting a worker): raised there,
+            # the exception is dropped and leaves logging's lock held for good; the watcher
+            # raises it again a second later
+            return
+        raise KeyboardInterrupt
+
+
 @contextlib.contextmanager
 def interrupted_if_a_writer_dies():
     """FFCV's writer waits until its worker processes have written every sample: one that
@@ -25,58 +67,22 @@ def interrupted_if_a_writer_dies():
     Ctrl-C stops this process only (the workers, forked with a handler that ignores it,
     would each print a traceback); the workers left are killed on the way out."""
     resource_tracker.ensure_running()    # a child of ours as well, which must live on
-    me, parent = psutil.Process(), os.getpid()
-    existing = {child.pid for child in me.children()}
-    deaths: list[str] = []
-    finished = threading.Event()
-    interrupted_at: list[float] = []     # when the main thread was last interrupted
-
-    def interrupt() -> None:
-        interrupted_at.append(time.monotonic())
-        _thread.interrupt_main()
-
-    def workers() -> list[psutil.Process]:
-        return [child for child in me.children() if child.pid not in existing]
-
-    def watch() -> None:
-        while not finished.wait(0.2):
-            if interrupted_at:
-                # still running a second later: the KeyboardInterrupt was deferred (above)
-                if time.monotonic() - interrupted_at[-1] > 1.0:
-                    interrupt()
-                continue
-            died = next(((child, how) for child in workers()
-                         if (how := abnormal_exit(child.pid))), None)
-            if died:
-                deaths.append(f"process {died[0].pid} {died[1]}")
-                interrupt()
-
-    def on_ctrl_c(signum, frame):
-        if os.getpid() != parent:
-            return
-        interrupted_at.append(time.monotonic())
-        if frame is not None and frame.f_code.co_filename == logging.__file__:
-            # inside logging's at-fork lock handling (FFCV starting a worker): raised there,
-            # the exception is dropped and leaves logging's lock held for good; the watcher
-            # raises it again a second later
-            return
-        raise KeyboardInterrupt
-
+    state = _Watch()
     if threading.current_thread() is not threading.main_thread():
-        yield deaths        # signals and interrupt_main reach the main thread only
+        yield state.deaths      # signals and interrupt_main reach the main thread only
         return
-    previous = signal.signal(signal.SIGINT, on_ctrl_c)
-    watcher = threading.Thread(target=watch, name="ffcv-writer-watch", daemon=True)
+    previous = signal.signal(signal.SIGINT, state.on_ctrl_c)
+    watcher = threading.Thread(target=state.watch, name="ffcv-writer-watch", daemon=True)
     watcher.start()
     try:
         try:
-            yield deaths
+            yield state.deaths
         finally:
-            finished.set()
+            state.finished.set()
             watcher.join()
             signal.signal(signal.SIGINT, previous)
     except BaseException:
-        for child in workers():     # they would go on writing, or wait on a queue forever
+        for child in state.workers():     # they would go on writing, or wait on a queue forever
             child.kill()
         raise
 

@@ -29,11 +29,15 @@ same submodules under the same names, so parameter and state-dict names are unch
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch import nn
-from torchvision.models.resnet import Bottleneck
 
 from .method import Method
+
+if TYPE_CHECKING:
+    from torchvision.models.resnet import Bottleneck
 
 DECLARATIONS = (   # what the harness knows of this method (method.py)
     Method("stochastic_depth_rate", 0.0,
@@ -110,6 +114,7 @@ def _bottlenecks(model: nn.Module, kind: type) -> list[tuple[nn.Module, str, nn.
 def apply_stochastic_depth(model: nn.Module, drop_rate: float = 0.1, method: str = "sample",
                            distribution: str = "linear") -> nn.Module:
     """Replace every Bottleneck of `model` in place; returns the model."""
+    from torchvision.models.resnet import Bottleneck    # torchvision takes seconds to import
     blocks = _bottlenecks(model, Bottleneck)
     for (parent, name, block), rate in zip(blocks, block_drop_rates(len(blocks), drop_rate,
                                                                      distribution)):

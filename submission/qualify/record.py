@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..jsonfile import write_json
+from ..jsonfile import record_from_dict, write_json
 from .plan import NOT_COMPILED
 
 RECORD, MARKDOWN, LOG, REPORT = "qualify.json", "qualify.md", "qualify.log", "campaign-report.md"
@@ -105,13 +105,7 @@ class Qualification:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Qualification":
-        campaign = data.get("campaign")
-        return cls(**{**data,
-                      "parts": [PartOutcome(**p) for p in data["parts"]],
-                      "recipes": [RecipeFigures(**r) for r in data["recipes"]],
-                      "compiled": [CompiledFigures(**c) for c in data["compiled"]],
-                      "campaign": None if campaign is None else CampaignFigures(
-                          **{**campaign, "runs": [CampaignRun(**r) for r in campaign["runs"]]})})
+        return record_from_dict(cls, data, strict=True)
 
 
 def write(folder: Path, record: Qualification) -> Path:
@@ -172,8 +166,12 @@ def markdown(q: Qualification) -> str:
     else:
         lines.append(NOT_COMPILED.get(q.device_type, "No compiled bench finished (the parts above say why)")
                      + ".")
-    lines += ["", "## The short campaign", ""]
-    c = q.campaign
+    return "\n".join(lines + _campaign_lines(q.campaign)) + "\n"
+
+
+def _campaign_lines(c: CampaignFigures | None) -> list[str]:
+    """The short campaign's section of qualify.md."""
+    lines = ["", "## The short campaign", ""]
     if c is None:
         lines.append("The campaign did not run (the parts above say why).")
     else:
@@ -190,4 +188,4 @@ def markdown(q: Qualification) -> str:
         lines += ["", "Energy: " + (f"{c.kwh:.4g} kWh for the campaign ({c.energy_note})" if c.kwh is not None
                                     else c.energy_note or "not measured"),
                   "", f"Energy check: {c.energy_check}"]
-    return "\n".join(lines) + "\n"
+    return lines

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import MISSING, asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Sequence
+
+from ..jsonfile import record_from_dict
 
 AXES = ("minutes", "cost")      # what a frontier, a cheapest point or a plot is measured by
 # a run slower than this many times its point's fastest seed, or its configuration's other
@@ -46,22 +48,7 @@ class _Record:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]):
-        return cls(**_fields_of(cls, data))
-
-
-def _fields_of(cls, data: Any) -> dict[str, Any]:
-    """data as keyword arguments of cls, or a ValueError naming the keys missing or unknown."""
-    if not isinstance(data, dict):
-        raise ValueError(f"{cls.__name__}.from_dict needs a dict (a JSON object), got "
-                         f"{type(data).__name__}")
-    names = {f.name for f in fields(cls)}
-    required = {f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING}
-    missing, unknown = sorted(required - data.keys()), sorted(data.keys() - names)
-    if missing or unknown:
-        raise ValueError(f"{cls.__name__}.from_dict: missing keys {missing}, unknown keys {unknown} "
-                         f"(a {cls.__name__} has {sorted(names)}); was the file written by another "
-                         "version of the harness?")
-    return dict(data)
+        return record_from_dict(cls, data, strict=True)
 
 
 @dataclass(frozen=True)
@@ -101,12 +88,6 @@ class Point(_Record):
         data = asdict(self)
         data["evaluations"] = [e.to_dict() for e in self.evaluations]
         return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Point":
-        values = _fields_of(cls, data)
-        values["evaluations"] = tuple(Evaluation.from_dict(e) for e in values.get("evaluations", ()))
-        return cls(**values)
 
 
 @dataclass(frozen=True)

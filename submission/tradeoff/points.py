@@ -104,7 +104,7 @@ def run_point(grid: Grid, point: GridPoint, config: Config, folder: Path, count:
         partial = where / (LOG + ".partial")
         if partial.exists():
             runs.set_aside(partial, where.parent.parent / "attempts", point.slug, f"point {point.index}",
-                           "[tradeoff]")
+                           "[tradeoff]", events=where / EVENTS)
         from ..data.prepare import prepare
         data = prepare(config, world_size=config.world_size)
         config_file, data_file = where / "config.json", where / "data.json"

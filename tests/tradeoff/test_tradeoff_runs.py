@@ -159,7 +159,14 @@ def test_an_interrupted_point_is_redone_and_a_finished_one_kept_byte_for_byte(tm
     assert first_log.read_bytes() == kept
     assert second_log.is_file() and not partial.exists()
     attempts = list((_folder(tmp_path) / "attempts").iterdir())
-    assert [a.name.split("-2")[0] for a in attempts] == ["mild-budget1-seed5"]
+    assert [a.name.split("-2")[0] for a in attempts if a.is_file()] == ["mild-budget1-seed5"]
+    # the interrupted run's TensorBoard series went with its log: the redone run's starts anew
+    assert [a.name.endswith("-tensorboard") for a in attempts if a.is_dir()] in ([], [True])
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    events = EventAccumulator(str(second_log.parent / "tensorboard"))
+    events.Reload()
+    steps = [e.step for e in events.Scalars("throughput/samples_per_sec")]
+    assert steps == sorted(set(steps)), steps
 
 
 def test_a_campaign_keeps_its_target():
