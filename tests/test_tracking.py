@@ -225,3 +225,16 @@ def test_a_campaign_writes_each_runs_events_and_wandb_run_and_a_failed_tracker_l
         pytest.approx([r["accuracy"] for r in read_progress(system / "progress" / "run_1.jsonl")
                        if r["kind"] == "eval"])
     assert all(v.passed for v in check_path(system / "resnet" / "result_1.txt", ("2.0.0",)))
+
+
+def test_a_grid_asking_for_wandb_without_an_account_is_refused_before_it_writes(tmp_path, monkeypatch, capsys):
+    from submission.cli import main as cli_main
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("NETRC", str(tmp_path / "none"))
+    results = tmp_path / "results"
+    assert cli_main(["tradeoff", "tracker=tensorboard,wandb", f"results_dir={results}",
+                     f"cache_dir={tmp_path / 'cache'}"]) == 2
+    assert "cannot run grid embedded:\n  - tracker=wandb: W&B has no account" in capsys.readouterr().err
+    assert not results.exists() and not (tmp_path / "cache").exists()

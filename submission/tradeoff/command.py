@@ -28,6 +28,7 @@ from ..config import Config, in_repository, parse_overrides, resolve
 from ..costs import usd
 from ..errors import ConfigError
 from ..options import parse
+from ..preflight import launch_plan
 from . import grid_report
 from . import points as grid_points
 from .grid import Grid, load_grid
@@ -56,6 +57,9 @@ def main(words: list[str]) -> int:
     if options["report"]:
         print(f"[tradeoff] report: {write(grid, configs, folder, options, given)}", flush=True)
         return 0
+    problems = launch_plan(first).problems     # what this machine cannot run (trackers included)
+    if problems:
+        raise ConfigError(f"cannot run grid {grid.name}:\n  - " + "\n  - ".join(problems))
     _refuse_busy(grid, chosen, folder)
     grid_points.record_grid(grid, first, folder, given)
     try:
