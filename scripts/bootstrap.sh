@@ -43,8 +43,8 @@ else
     say "Debian packages present: ${APT_PACKAGES[*]}"
 fi
 
-# The extras of setup.cfg to install: test always; tests/run.sh adds wandb, to test tracker=wandb.
-EXTRAS=${EXTRAS:-test}
+# The extras of setup.cfg to install (SETUP_EXTRAS): test always; tests/run.sh adds wandb, to test tracker=wandb.
+EXTRAS=${SETUP_EXTRAS:-test}
 # The stamp names the hash of setup.cfg (changing a pin re-runs the install) and holds the
 # extras installed: asking for one it lacks installs again, asking for fewer does not.
 stamp="$VENV/.installed-$(sha256sum "$ROOT/setup.cfg" | cut -c1-16)"
