@@ -6,7 +6,9 @@ also writes the same figures there as JSON lines, one object per line, flushed a
 written, so that a run that is killed keeps every record up to its last complete line.
 Campaigns keep it as `results/<system>/progress/run_<i>.jsonl`; `read_progress` reads it
 back for `report.plots` and `report.steadiness`. Nothing reads the printed lines back.
-Given a submission.tracking.Tracking, it hands it every record, flushed at each evaluation.
+Given a submission.tracking.Tracking (which reads these records, so it is not imported
+here), it hands it every record and flushes it at each evaluation; whoever opened the
+trackers closes them.
 
 Records, in the order things happened (a reader skips kinds it does not know):
 
@@ -48,7 +50,6 @@ from pathlib import Path
 from typing import IO, Any, SupportsFloat
 
 from .energy import Energy
-from .tracking import Tracking
 
 WINDOW, EVAL, ENERGY = "window", "eval", "energy"
 
@@ -62,7 +63,7 @@ class Reporter:
 
     def __init__(self, label: str, total_steps: int, steps_per_epoch: int, global_batch: int,
                  every: int, enabled: bool, progress_file: Path | str | None = None,
-                 every_seconds: float = float("inf"), tracking: Tracking | None = None):
+                 every_seconds: float = float("inf"), tracking: Any = None):
         self.label, self.total, self.per_epoch = label, total_steps, steps_per_epoch
         self.batch, self.every, self.enabled = global_batch, every, enabled
         self.every_seconds = every_seconds
@@ -139,9 +140,6 @@ class Reporter:
         if self.file is not None:
             self.file.close()
             self.file = None
-        if self.tracking is not None:
-            self.tracking.close()
-            self.tracking = None
 
 
 def read_progress(path: Path | str) -> list[dict[str, Any]]:

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from .energy import Energy
+from .progress import ENERGY, EVAL, WINDOW
 
 TENSORBOARD, WANDB, NONE = "tensorboard", "wandb", "none"
 CHOICES = (TENSORBOARD, WANDB, NONE)
@@ -108,15 +109,14 @@ def scalars(record: dict[str, Any]) -> tuple[int, dict[str, float]]:
     """A progress record's step and its figures under the tracked names ({} for a kind
     that has none)."""
     kind, step = record.get("kind"), int(record.get("step") or 0)
-    if kind == "window":
+    if kind == WINDOW:
         figures = {"loss/train/total": record["loss"], "lr-SGD/group0": record["lr"],
                    "throughput/samples_per_sec": record["img_per_s"], "trainer/side_px": record["side"],
                    "time/epoch": record["epoch"], "time/minutes": record["minutes"]}
-    elif kind == "eval":
+    elif kind == EVAL:
         figures = {"metrics/eval/top1": record["accuracy"]}
-    elif kind == "energy":
-        joules = Energy.from_dict({k: v for k, v in record.items() if k != "kind"}).joules
-        figures = {"energy/joules": joules}
+    elif kind == ENERGY:
+        figures = {"energy/joules": Energy.from_dict(record).joules}
     else:
         figures = {}
     return step, {name: float(value) for name, value in figures.items()

@@ -177,7 +177,7 @@ def open_loaders(config: Config, ctx: dist_utils.Context, seed: int, data: Prepa
 def stop_timing(device: torch.device, meter, log: RunLog, report: Reporter, reached: bool,
                 details: dict) -> None:
     """MLPerf run_stop once the device's work is done, the energy read around it, added over
-    the ranks and reported; the reporter (and its trackers) closed."""
+    the ranks and reported; the reporter closed (main closes the trackers it opened)."""
     synchronize(device)
     used = meter.stop()
     log.run_stop(reached, **details)   # ---- timed region ends: MLPerf run_stop ----

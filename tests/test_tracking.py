@@ -37,6 +37,8 @@ def _report(reporter: Reporter, energy: Energy | None = None, steps=range(1, 13)
         if energy is not None:
             reporter.energy(energy)
         reporter.close()
+        if reporter.tracking is not None:
+            reporter.tracking.close()       # as train.main closes the trackers it opened
 
 
 def test_tracker_words_parse_and_a_wrong_one_names_the_choices():
