@@ -24,11 +24,27 @@ REPO = Path(__file__).resolve().parent.parent
 GPUS_HIDDEN = {"CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": ""}   # for a child's own env=
 os.environ.update(GPUS_HIDDEN)
 
+# Under pytest-xdist (tests/run.sh) each worker runs on its own share of this process's CPUs,
+# and so does every process its tests start (they inherit it): the harness fits torch's threads
+# and the loaders' to the CPUs a process may use, and two campaigns given both CPUs each would
+# fight over them (OpenMP threads that spin while they wait for each other).
+_WORKER, _WORKERS = os.environ.get("PYTEST_XDIST_WORKER"), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if _WORKER and _WORKERS > 1 and hasattr(os, "sched_setaffinity"):
+    _CPUS = sorted(os.sched_getaffinity(0))
+    if len(_CPUS) >= _WORKERS:
+        os.sched_setaffinity(0, _CPUS[int(_WORKER.removeprefix("gw")) % _WORKERS::_WORKERS])
+
 # The suite checks behaviour, not speed: LLVM's optimisation of the pipelines FFCV compiles
 # with numba costs seconds in every process that loads data (docs/test-suite.md), and no
 # assertion depends on how fast a loader runs. The bench and the campaigns users run keep
 # numba's default.
 os.environ.setdefault("NUMBA_OPT", "0")
+
+
+def pytest_collection_modifyitems(items):
+    """The end-to-end tests first: under pytest-xdist (tests/run.sh) the minutes-long ones
+    start while the quick ones are left to fill the workers' last minutes."""
+    items.sort(key=lambda item: item.get_closest_marker("e2e") is None)
 
 
 @pytest.fixture(scope="session")
@@ -83,6 +99,27 @@ def campaign_from_a_terminal(*args: str):
         if campaign.poll() is None:
             os.killpg(campaign.pid, signal.SIGKILL)
             campaign.wait()
+
+
+def descendants(pid: int) -> list[int]:
+    """`pid` and every process below it, whatever session or process group it is in."""
+    found = [pid]
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as children:
+                for child in children.read().split():
+                    found += descendants(int(child))
+    except FileNotFoundError:
+        pass
+    return found
+
+
+def running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 def free_port() -> int:

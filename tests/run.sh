@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # The test command: set up this machine if needed, then run the whole test suite.
-# Extra arguments go to pytest (e.g. ./tests/run.sh -k config -x).
+# Extra arguments go to pytest (e.g. ./tests/run.sh -k config -x; -n 0 runs it in one process).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 SETUP_EXTRAS=test,wandb "$ROOT/scripts/bootstrap.sh"       # wandb: to test tracker=wandb
 cd "$ROOT"
-echo "[tests] running pytest (on the CPU, as CI does: tests/conftest.py hides any GPU)" >&2
-exec "${VENV:-$ROOT/.venv}/bin/python" -m pytest "$@"
+PYTHON=${VENV:-$ROOT/.venv}/bin/python
+# One pytest-xdist worker per usable CPU (at most 4; TEST_WORKERS=N chooses), each on its own
+# share of them (tests/conftest.py): an end-to-end test keeps about one core busy, most of it
+# in one thread (imports, numba's compiling; docs/test-suite.md).
+WORKERS=${TEST_WORKERS:-$("$PYTHON" -c 'import os; print(min(4, len(os.sched_getaffinity(0))))')}
+echo "[tests] running pytest in $WORKERS processes (on the CPU, as CI does: tests/conftest.py hides any GPU)" >&2
+exec "$PYTHON" -m pytest -n "$WORKERS" "$@"

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, campaign_from_a_terminal, quick_settings, run_submission, wait_for
+from conftest import (REPO, campaign_from_a_terminal, descendants, quick_settings, run_submission,
+                      running, wait_for)
 from submission import campaign, runs
 from submission.config import resolve
 from submission.jsonfile import write_json
@@ -23,34 +24,47 @@ pytestmark = pytest.mark.timeout(900)
 
 @pytest.mark.e2e
 def test_interrupted_campaign_resumes_and_packages(tmp_path, cache_dir):
-    """Ctrl-C (SIGINT to the process group, as a terminal sends it) during run 3: its log
-    ends run_stop aborted with the reason, the campaign exits non-zero saying how to
-    resume. Re-run: runs 1-2 untouched, the partial log kept aside, five complete runs, a
-    package the official checker accepts, and our olympic score equal to the official
-    result summarizer's."""
+    """Ctrl-C (SIGINT to the process group, as a terminal sends it) inside run 3, while FFCV's
+    threads load: its log ends run_stop aborted with the reason, the campaign exits non-zero
+    saying how to resume, neither the console nor the run's transcript shows a traceback,
+    and nothing of the job is left running. Re-run: runs 1-2 untouched, the partial log kept
+    aside, five complete runs, a package the official checker accepts, and our olympic score
+    equal to the official result summarizer's."""
     results = tmp_path / "results"
     # a gate the scaled-down run passes at its first evaluation: this test is about
     # campaign mechanics, test_train.py is about learning
+    # (a progress record every step: run 3 is stopped after its first, long before its evaluation)
     args = ["run", *quick_settings(results, cache_dir, target_accuracy=0.05, package="true",
-                                   org="TestOrg", seeds="11,12,13,14,15")]
-    resnet = results / "local_cpu" / "resnet"
+                                   org="TestOrg", seeds="11,12,13,14,15", progress_every_steps=1)]
+    folder = results / "local_cpu"
+    resnet, progress = folder / "resnet", folder / "progress"
     with campaign_from_a_terminal(*args) as first:
-        wait_for(lambda: (resnet / "result_2.txt.partial").is_file()
-                 and "run_start" in (resnet / "result_2.txt.partial").read_text(), 400,
-                 "run 3 to start")
+        wait_for(lambda: (progress / "run_2.jsonl").is_file()
+                 and '"window"' in (progress / "run_2.jsonl").read_text(), 400,
+                 "run 3's first steps")
+        job = descendants(first.pid)
+        assert "run_stop" not in (resnet / "result_2.txt.partial").read_text()
         os.killpg(first.pid, signal.SIGINT)      # Ctrl-C: the campaign, which stops torchrun
         output, _ = first.communicate(timeout=120)
     assert first.returncode != 0
-    assert "interrupted" in output and "re-run the same command to resume" in output
+    assert (f"error: interrupted: the run in progress was stopped and its partial log kept "
+            f"(its output: {progress / 'run_2.log'}); re-run the same command to resume") in output
+    assert "Traceback" not in output, output
+    transcript = (progress / "run_2.log").read_text()  # what the job printed while it stopped
+    assert "[run 3/5 seed 13] interrupted; partial log kept at" in transcript
+    assert "Traceback" not in transcript, transcript
     partial = (resnet / "result_2.txt.partial").read_text().splitlines()
     assert '"key": "run_stop"' in partial[-1] and '"status": "aborted"' in partial[-1]
     assert "interrupted" in partial[-1]
     kept = {i: (resnet / f"result_{i}.txt").read_bytes() for i in (0, 1)}
     assert not (resnet / "result_2.txt").exists()
+    # torchrun, the trainer and FFCV's threads have all ended with the campaign
+    wait_for(lambda: not any(running(pid) for pid in job), 30, "the job's processes to end")
 
     second = run_submission(*args)
     assert second.returncode == 0, second.stdout + second.stderr
     assert "run 1/5 already complete" in second.stdout and "run 2/5 already complete" in second.stdout
+    assert "run 3 was incomplete" in second.stdout
     for i, data in kept.items():
         assert (resnet / f"result_{i}.txt").read_bytes() == data, f"run {i + 1} was rewritten"
     assert sorted(p.name for p in resnet.iterdir()) == [f"result_{i}.txt" for i in range(5)]

@@ -1,6 +1,6 @@
 """End to end: a run stopped by Ctrl-C or by SLURM's SIGTERM, on real campaigns (torchrun,
-the trainer, Hot's DataLoader worker processes or Mild's FFCV threads) scaled to a few
-steps: the run's log ends run_stop aborted "interrupted (...)", the console ends with the
+the trainer, Hot's DataLoader worker processes; Mild's FFCV threads: test_campaign.py) scaled
+to a few steps: the run's log ends run_stop aborted "interrupted (...)", the console ends with the
 campaign's one line, neither the console nor the run's transcript shows a traceback,
 nothing of the job is left running, and the same command again completes the campaign."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import campaign_from_a_terminal, quick_settings, run_submission
+from conftest import campaign_from_a_terminal, descendants, quick_settings, run_submission, running
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
@@ -21,27 +21,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 # step, and the campaign run again reaches the 5% gate at that evaluation
 FEW_STEPS = dict(train_limit=160, batch_per_device=32, epochs=1, eval_every_epochs=1,
                  eval_limit=200, progress_every_steps=1, target_accuracy=0.05, runs=1, seeds="7")
-
-
-def _descendants(pid: int) -> list[int]:
-    """`pid` and every process below it, whatever session or process group it is in."""
-    found = [pid]
-    try:
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/children") as children:
-                for child in children.read().split():
-                    found += _descendants(int(child))
-    except FileNotFoundError:
-        pass
-    return found
-
-
-def _running(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def _ctrl_c(campaign: subprocess.Popen) -> None:
@@ -54,15 +33,16 @@ def _slurm_stop(campaign: subprocess.Popen) -> None:
     to every process of the job, the campaign's process group and those outside it alike
     (torchrun, the trainer, the loader's workers)."""
     os.killpg(campaign.pid, signal.SIGTERM)
-    for pid in _descendants(campaign.pid):
+    for pid in descendants(campaign.pid):
         try:
             os.kill(pid, signal.SIGTERM)
         except ProcessLookupError:
             pass
 
 
-@pytest.mark.parametrize("recipe, stop", [("hot", _ctrl_c), ("hot", _slurm_stop), ("mild", _ctrl_c)],
-                         ids=["hot-ctrl-c", "hot-slurm-sigterm", "mild-ctrl-c"])
+# Mild's Ctrl-C inside a run (FFCV's threads) is test_campaign.py's interrupted campaign
+@pytest.mark.parametrize("recipe, stop", [("hot", _ctrl_c), ("hot", _slurm_stop)],
+                         ids=["hot-ctrl-c", "hot-slurm-sigterm"])
 def test_an_interrupted_run_logs_interrupted_shows_no_traceback_and_resumes(tmp_path, cache_dir,
                                                                             recipe, stop):
     results = tmp_path / "results"
@@ -77,7 +57,7 @@ def test_an_interrupted_run_logs_interrupted_shows_no_traceback_and_resumes(tmp_
             assert campaign.poll() is None, campaign.stdout.read()
             assert time.monotonic() < deadline, "the run's first step did not come"
             time.sleep(0.2)
-        job = _descendants(campaign.pid)
+        job = descendants(campaign.pid)
         assert "run_stop" not in partial.read_text(), "the run ended before it could be stopped"
         stop(campaign)
         console, _ = campaign.communicate(timeout=180)
@@ -94,8 +74,8 @@ def test_an_interrupted_run_logs_interrupted_shows_no_traceback_and_resumes(tmp_
     assert last["metadata"]["reason"].startswith("interrupted"), last["metadata"]["reason"]
     # torchrun, the trainer and the loader's workers have all ended with the campaign
     deadline = time.monotonic() + 30
-    while any(_running(pid) for pid in job):
-        assert time.monotonic() < deadline, f"left running: {[p for p in job if _running(p)]}"
+    while any(running(pid) for pid in job):
+        assert time.monotonic() < deadline, f"left running: {[p for p in job if running(p)]}"
         time.sleep(0.2)
 
     again = run_submission(*args)

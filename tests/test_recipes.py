@@ -179,7 +179,7 @@ def test_medium_runs_end_to_end_and_its_logs_name_the_methods(tmp_path, cache_di
 
 @pytest.mark.e2e
 def test_hot_runs_end_to_end_on_the_torchvision_loader(tmp_path, cache_dir):
-    methods, campaign, out = _run_recipe(tmp_path, cache_dir, "hot", workers_per_device=2)
+    methods, campaign, out = _run_recipe(tmp_path, cache_dir, "hot")
     assert any(m.startswith("RandAugment") for m in methods)
     assert any(m.startswith("stochastic depth") for m in methods)
     assert any(m.startswith("ColOut") for m in methods)

@@ -5,10 +5,14 @@ the write settings and the subset: a second run with the same inputs reuses the 
 change writes a new one. Files are written under a temporary name and renamed on success,
 so a .beton that exists is complete; its size is recorded beside it, and a file whose size
 differs (a copy cut short, a full disk) is rebuilt, never loaded. The temporary file of a
-conversion that was killed is removed by the next one.
+conversion that was killed is removed by the next one. Processes sharing a cache folder (a
+SLURM job array's tasks, nodes on a shared disk) write each file once: the others wait for
+it, saying whom they wait for, and then reuse it.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -154,8 +158,44 @@ def cached_beton(split, folder: Path, split_name: str, settings: dict, workers: 
     written if missing. A file whose size differs from the one recorded when it was
     written (a copy cut short, a full disk) is rebuilt, never loaded."""
     path = folder / f"{split_name}-{cache_key(split, settings)}.beton"
+    with _writing(path):
+        return _reused_or_written(split, path, split_name, settings, workers)
+
+
+@contextlib.contextmanager
+def _writing(path: Path):
+    """Hold `path`'s conversion lock (a file beside it naming its holder), waiting for
+    another process that holds it; the waiting is said once, with the holder. In a cache
+    folder this process cannot write, nothing can be written either: no lock is needed to
+    reuse a file there."""
+    try:
+        handle = open(path.with_name(f".{path.name}.lock"), "a+")
+    except OSError:
+        if path.parent.is_dir() and not os.access(path.parent, os.W_OK):
+            yield
+            return
+        raise
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            print(f"[prepare] waiting for process {handle.read().strip() or '?'}, which is writing "
+                  f"{path}", file=sys.stderr, flush=True)
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}@{socket.gethostname()}")
+        handle.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _reused_or_written(split, path: Path, split_name: str, settings: dict, workers: int) -> Path:
     record = path.with_name(path.name + ".size")
-    _remove_dead_temps(folder, split_name)
+    _remove_dead_temps(path.parent, split_name)
     if path.is_file():
         size = path.stat().st_size
         if not record.is_file() and _readable_beton(path):      # written before sizes were
@@ -169,7 +209,7 @@ def cached_beton(split, folder: Path, split_name: str, settings: dict, workers: 
         path.unlink()
     failures = _write_beton(split, path, settings, workers)
     if failures:
-        forget_verdicts(manifest_path(folder, split_name), [p for p, _ in failures])
+        forget_verdicts(manifest_path(path.parent, split_name), [p for p, _ in failures])
         raise ConfigError(
             f"{len(failures)} images could not be decoded while writing {path}, although they "
             f"were checked before (changed since, or unreadable):\n{bad_image_listing(failures)}\n"

@@ -54,8 +54,7 @@ SCALES = {
     # the campaign 132-151 s
     "cpu": Scale(FolderShape(classes=4, train_per_class=48, val_per_class=24, sides=(160, 256)),
                  {"device": "cpu", "batch_per_device": "32", "train_resolution": "32",
-                  "eval_resolution": "32", "eval_resize": "36", "precision": "fp32",
-                  "workers_per_device": "2"},
+                  "eval_resolution": "32", "eval_resize": "36", "precision": "fp32"},
                  {**_CAMPAIGN, "epochs": "10", "scale_schedule_ratio": "0.3",
                   "progress_every_steps": "3"},
                  bench_prior_s=75.0, compile_prior_s=0.0, campaign_factor=2.0, steps=3),

@@ -154,3 +154,50 @@ def test_the_largest_stored_image_is_read_once_per_file(tmp_path):
     os.utime(train, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
     assert largest_stored_image(train) == measured
     assert json.loads(memo.read_text())["file"] == [st.st_size, st.st_mtime_ns + 1_000_000_000]
+
+
+_PREPARE_ON_CUE = """
+import sys, time
+from pathlib import Path
+sys.path.insert(0, "tests")
+from image_folders import config
+from submission.data.prepare import prepare
+root, cache, cue = map(Path, sys.argv[1:4])
+print("ready", flush=True)
+while not cue.exists():
+    time.sleep(0.02)
+data = prepare(config(root, cache, workers_per_device=2))
+print("prepared", data.train_path, data.val_path, flush=True)
+"""
+
+
+@pytest.mark.e2e
+def test_processes_sharing_a_cache_write_each_file_once(tmp_path):
+    """Two processes preparing the same images at once into one cache folder (a SLURM job
+    array's tasks): each .beton is written by one of them; the other waits for it, saying
+    for whom, and reuses it. Before, both wrote the same file, each under its own name."""
+    import subprocess
+    import sys
+    from conftest import REPO, wait_for
+    root, cache, cue = tmp_path / "d", tmp_path / "cache", tmp_path / "go"
+    make_nested(root, train_counts=(30, 30, 30), val_counts=(5, 5, 5))
+    outputs = [tmp_path / f"process-{i}.out" for i in (0, 1)]
+    processes = [subprocess.Popen([sys.executable, "-c", _PREPARE_ON_CUE, root, cache, cue], cwd=REPO,
+                                  stdout=out.open("w"), stderr=subprocess.STDOUT) for out in outputs]
+    try:
+        wait_for(lambda: all("ready" in out.read_text() for out in outputs), 120, "both processes")
+        cue.touch()
+        assert [p.wait(timeout=300) for p in processes] == [0, 0], [o.read_text() for o in outputs]
+    finally:
+        for process in processes:
+            process.kill()
+    said = [out.read_text() for out in outputs]
+    prepared = {text.split("prepared ", 1)[1].split()[0] for text in said}
+    assert len(prepared) == 1, said                       # the same training file for both
+    for split in ("train", "val"):
+        (beton,) = (cache / root.name).glob(f"{split}-*.beton")
+        assert sum(text.count(f"writing {beton} ") for text in said) == 1, said
+        reused = [text for text in said if f"reusing {beton} " in text]
+        assert len(reused) == 1, said
+        # the one that reused it either came after the writer or waited for it, naming it
+        assert f"which is writing {beton}" in reused[0] or "waiting" not in reused[0]

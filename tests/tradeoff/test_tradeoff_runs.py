@@ -47,18 +47,12 @@ def _mllog(path, key):
             if f'"key": "{key}"' in line]
 
 
-@pytest.fixture(scope="module")
-def trained_grid(tmp_path_factory, cache_dir):
-    """The two-point grid trained once for the tests that read what it wrote: its folder
-    and the command's output."""
-    tmp_path = tmp_path_factory.mktemp("trained-grid")
+def test_points_train_their_whole_budget_log_every_evaluation_and_tensorboard_serves_them(tmp_path,
+                                                                                       cache_dir):
+    """A grid of two points trained once (the costly part), then read: each point's log and
+    record, the grid's report (and again at a price), and the real `tensorboard` server."""
     done = run_submission("tradeoff", *_settings(tmp_path, cache_dir))
     assert done.returncode == 0, done.stdout + done.stderr
-    return tmp_path, done
-
-
-def test_points_train_their_whole_budget_and_log_every_evaluation(trained_grid, cache_dir):
-    tmp_path, done = trained_grid
     folder = _folder(tmp_path)
     for budget in (0.5, 1.0):
         where = folder / "points" / f"mild-budget{budget:g}-seed5"
@@ -86,11 +80,11 @@ def test_points_train_their_whole_budget_and_log_every_evaluation(trained_grid, 
     points = json.loads((folder / "tradeoff.json").read_text())["points"]
     assert [p["cost_usd"] for p in points] == pytest.approx([p["minutes"] for p in points])
     assert (folder / "tradeoff-cost.png").is_file()
+    _tensorboard_serves_each_points_series_and_the_grid_as_an_hparams_table(tmp_path)
 
 
-def test_tensorboard_serves_each_points_series_and_the_grid_as_an_hparams_table(trained_grid):
+def _tensorboard_serves_each_points_series_and_the_grid_as_an_hparams_table(tmp_path):
     """The real `tensorboard` server on the grid's folder, asked over its HTTP data API."""
-    tmp_path, _ = trained_grid
     grid = tmp_path / "results" / "tradeoff" / "tiny"
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", str(grid),
