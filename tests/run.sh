@@ -11,4 +11,6 @@ PYTHON=${VENV:-$ROOT/.venv}/bin/python
 # in one thread (imports, numba's compiling; docs/test-suite.md).
 WORKERS=${TEST_WORKERS:-$("$PYTHON" -c 'import os; print(min(4, len(os.sched_getaffinity(0))))')}
 echo "[tests] running pytest in $WORKERS processes (on the CPU, as CI does: tests/conftest.py hides any GPU)" >&2
-exec "$PYTHON" -m pytest -n "$WORKERS" "$@"
+# --maxschedchunk 1: a worker is handed tests one or two at a time as it finishes them (by
+# default each gets an eighth of the suite at once, and one worker would get every end-to-end test)
+exec "$PYTHON" -m pytest -n "$WORKERS" --maxschedchunk 1 "$@"
