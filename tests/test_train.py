@@ -1,6 +1,7 @@
 """The training loop for real: learning, DDP over gloo with torchrun, two "nodes"."""
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import REPO, free_port, quick_settings, run_submission
+from conftest import REPO, descendants, free_port, quick_settings, run_submission
 from submission.compliance import check_path
 from submission.config import parse_overrides, resolve
 from submission.data import ffcv_loaders
@@ -147,15 +148,21 @@ def test_a_dead_rank_fails_the_run_without_hanging(tmp_path, cache_dir):
                          target_accuracy=0.99, epochs=3.0)],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     partial = results / "local_cpu" / "resnet" / "result_0.txt.partial"
-    deadline = time.monotonic() + 300
-    while not (partial.is_file() and "run_start" in partial.read_text()):
-        assert time.monotonic() < deadline and campaign.poll() is None, "run never started"
-        time.sleep(0.5)
-    rank1 = [pid for pid in os.listdir("/proc") if pid.isdigit() and _is_rank(pid, "1")]
-    assert len(rank1) == 1
-    killed_at = time.monotonic()
-    os.kill(int(rank1[0]), signal.SIGKILL)
-    out, _ = campaign.communicate(timeout=180)
+    try:
+        deadline = time.monotonic() + 300
+        while not (partial.is_file() and "run_start" in partial.read_text()):
+            assert time.monotonic() < deadline and campaign.poll() is None, "run never started"
+            time.sleep(0.5)
+        # this campaign's rank 1 (another test's campaign may run beside it)
+        rank1 = [pid for pid in descendants(campaign.pid) if _is_rank(str(pid), "1")]
+        assert len(rank1) == 1
+        killed_at = time.monotonic()
+        os.kill(rank1[0], signal.SIGKILL)
+        out, _ = campaign.communicate(timeout=180)
+    finally:
+        for pid in descendants(campaign.pid)[::-1]:      # what is left of it, if the test failed
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
     assert time.monotonic() - killed_at < 120, "the job hung after a rank died"
     assert campaign.returncode == 1, out
     assert "run 1 failed" in out and "re-run the same command" in out
