@@ -171,10 +171,12 @@ def _writing(path: Path):
     try:
         handle = open(path.with_name(f".{path.name}.lock"), "a+")
     except OSError:
-        if path.parent.is_dir() and not os.access(path.parent, os.W_OK):
-            yield
-            return
-        raise
+        if not path.parent.is_dir() or os.access(path.parent, os.W_OK):
+            raise
+        handle = None
+    if handle is None:
+        yield
+        return
     with handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
