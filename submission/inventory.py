@@ -287,6 +287,19 @@ def usable_cpus() -> int:
     return os.cpu_count() or 1
 
 
+def one_cpu_to_run_on() -> bool:
+    """One CPU to run on: by this process's affinity (usable_cpus), or by a cgroup's CPU quota
+    under two CPUs (TBB counts that too: submission/__init__.py)."""
+    if usable_cpus() == 1:
+        return True
+    try:
+        with open("/sys/fs/cgroup/cpu.max") as limit:
+            quota, period = limit.read().split()[:2]
+        return quota != "max" and int(quota) < 2 * int(period)
+    except (OSError, ValueError):
+        return False
+
+
 def cpu_threads(config) -> int:
     """torch's threads for each process of a CPU run: cpu_threads, or the usable cores
     shared out between the node's processes."""
