@@ -139,10 +139,12 @@ def gpu_problems(config: Config) -> list[str]:
     """What the visible GPUs and this torch build cannot do for the configuration: bf16
     without bf16 tensor cores (compute capability below 8.0), several processes without
     NCCL (gloo on the CPU)."""
+    bf16 = config.precision == "amp" and config.amp_dtype == "bf16"
+    if not (bf16 and config.device_type == "cuda") and config.world_size == 1:
+        return []       # nothing to ask torch (whose import takes seconds on one CPU)
     import torch
     import torch.distributed as dist
     problems = []
-    bf16 = config.precision == "amp" and config.amp_dtype == "bf16"
     # ROCm reports capabilities of its own (gfx versions): nothing is claimed there
     if bf16 and config.device_type == "cuda" and torch.version.hip is None and torch.cuda.is_available():
         older: dict[tuple[str, str], list[str]] = {}

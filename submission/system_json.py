@@ -28,7 +28,10 @@ from __future__ import annotations
 
 import copy
 import importlib.metadata
+import importlib.util
 import platform
+import runpy
+import sys
 from pathlib import Path
 from typing import Any, Callable
 
@@ -174,8 +177,26 @@ def _storage() -> str:
 
 
 def _framework() -> str:
-    import torch
-    return f"PyTorch {torch.__version__}"
+    return f"PyTorch {_torch_version()}"
+
+
+def _torch_version() -> str:
+    """torch.__version__ (with its build, e.g. 2.14.1+cu130, which the package metadata
+    leaves out), read from torch/version.py alone: importing torch takes seconds on one CPU,
+    and a campaign's own process needs nothing else of it."""
+    if "torch" in sys.modules:
+        return sys.modules["torch"].__version__
+    spec = importlib.util.find_spec("torch")      # finds the package without importing it
+    folder = spec.submodule_search_locations[0] if spec and spec.submodule_search_locations else None
+    if folder is None or not (Path(folder) / "version.py").is_file():
+        import torch
+        return torch.__version__
+    return runpy.run_path(str(Path(folder) / "version.py"))["__version__"]
+
+
+def _no_gpu_driver() -> bool:
+    """Neither NVIDIA's driver nor ROCm's is loaded: torch can see no GPU here."""
+    return not Path("/proc/driver/nvidia").exists() and not Path("/dev/kfd").exists()
 
 
 def _operating_system() -> str:
@@ -199,6 +220,8 @@ def _software() -> str:
             parts.append(f"{package} {importlib.metadata.version(package)}")
         except importlib.metadata.PackageNotFoundError:
             continue
+    if _no_gpu_driver():
+        return ", ".join(parts)
     try:
         import torch
         if torch.cuda.is_available() and (torch.version.cuda or torch.version.hip):

@@ -40,6 +40,33 @@ if _WORKER and _WORKERS > 1 and hasattr(os, "sched_setaffinity"):
 # numba's default.
 os.environ.setdefault("NUMBA_OPT", "0")
 
+# A test marked `loaders_interpreted` is about what surrounds the loader (campaigns, torchrun,
+# signals, SLURM, trackers): the processes it starts run FFCV's pipelines as plain Python
+# (numba's NUMBA_DISABLE_JIT, the mode FFCV's Compiler offers), which saves each trainer the
+# ~20 s numba spends compiling them and FFCV's import on one CPU (docs/test-suite.md). The
+# tests of the loaders, the warm-up, the bench, qualify, Mild's learning run and the
+# interrupted five-run campaign keep numba compiling, as every user's run does.
+LOADERS_INTERPRETED = {"NUMBA_DISABLE_JIT": "1"}
+
+
+@pytest.fixture(autouse=True)
+def _loaders_interpreted_where_marked(request):
+    if not request.node.get_closest_marker("loaders_interpreted"):
+        yield
+        return
+    before = {name: os.environ.get(name) for name in LOADERS_INTERPRETED}
+    os.environ.update(LOADERS_INTERPRETED)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        if "numba" in sys.modules:   # numba re-reads the environment whenever it compiles: not here
+            sys.modules["numba"].core.config.reload_config()
+
 
 def pytest_collection_modifyitems(items):
     """The end-to-end tests first: under pytest-xdist (tests/run.sh) the minutes-long ones

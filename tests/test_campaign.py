@@ -243,6 +243,7 @@ def test_malformed_descriptor_names_the_file_and_line(tmp_path, monkeypatch):
         config_module.resolve("broken")
 
 
+@pytest.mark.loaders_interpreted
 @pytest.mark.e2e
 def test_full_disk_during_a_run_fails_clearly_and_keeps_earlier_results(tmp_path, cache_dir):
     """RLIMIT_FSIZE (a full disk for files past 20 kB) while run 2 writes its log: the run

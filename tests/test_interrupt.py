@@ -15,7 +15,7 @@ import pytest
 
 from conftest import campaign_from_a_terminal, descendants, quick_settings, run_submission, running
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.e2e, pytest.mark.loaders_interpreted, pytest.mark.timeout(900)]
 
 # five steps of 32 images, evaluated once at the end: the run is stopped after its first
 # step, and the campaign run again reaches the 5% gate at that evaluation

@@ -27,6 +27,7 @@ pytestmark = pytest.mark.timeout(600)
 ADDRESS_SPACE = 16 * 2**30   # each process of the campaign: bounds what the test can take
 
 
+@pytest.mark.loaders_interpreted
 @pytest.mark.e2e
 def test_out_of_memory_in_the_warm_up_names_the_place_and_the_setting(tmp_path, cache_dir):
     """A real allocation failure (the CPU allocator's, under RLIMIT_AS, so that nothing is

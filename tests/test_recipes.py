@@ -170,6 +170,7 @@ def _run_recipe(tmp_path, cache_dir, recipe: str, **extra):
     return recipe_events[0]["metadata"]["methods"], description, done.stdout
 
 
+@pytest.mark.loaders_interpreted
 @pytest.mark.e2e
 def test_medium_runs_end_to_end_and_its_logs_name_the_methods(tmp_path, cache_dir):
     methods, campaign, _ = _run_recipe(tmp_path, cache_dir, "medium")
@@ -177,6 +178,7 @@ def test_medium_runs_end_to_end_and_its_logs_name_the_methods(tmp_path, cache_di
     assert campaign["config"]["settings"]["sam_interval"] == 10
 
 
+@pytest.mark.loaders_interpreted
 @pytest.mark.e2e
 def test_hot_runs_end_to_end_on_the_torchvision_loader(tmp_path, cache_dir):
     methods, campaign, out = _run_recipe(tmp_path, cache_dir, "hot")

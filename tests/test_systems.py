@@ -167,8 +167,27 @@ def test_software_names_rocm_and_miopen_on_a_rocm_torch(monkeypatch):
     monkeypatch.setattr(torch.version, "hip", "6.2.41133")
     monkeypatch.setattr(torch.backends.cudnn, "is_available", lambda: True)
     monkeypatch.setattr(torch.backends.cudnn, "version", lambda: 3002000)
+    monkeypatch.setattr(system_json, "_no_gpu_driver", lambda: False)
     software = system_json._software()
     assert "ROCm 6.2.41133" in software and "MIOpen 3002000" in software and "CUDA" not in software
+
+
+@pytest.mark.e2e
+def test_a_host_without_a_gpu_driver_is_described_without_importing_torch():
+    """A campaign's own process describes the host: torch's version is read from its
+    version.py, and no GPU driver means no CUDA to ask torch about (its import: seconds)."""
+    import subprocess
+    import sys
+    from conftest import REPO
+    if Path("/proc/driver/nvidia").exists() or Path("/dev/kfd").exists():
+        pytest.skip("a GPU driver is loaded here: torch is asked for the CUDA version")
+    probe = ("import json, sys; from submission.system_json import PROBES, fill_from_host; "
+             "d = fill_from_host({f: '' for f in PROBES}); "
+             "print(json.dumps([d['framework'], 'torch' in sys.modules]))")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True,
+                          timeout=120, check=True)
+    import torch
+    assert json.loads(done.stdout) == [f"PyTorch {torch.__version__}", False]
 
 
 def test_the_logged_world_is_the_launched_one():

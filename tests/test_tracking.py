@@ -189,6 +189,7 @@ def test_wandb_offline_runs_keep_their_config_and_history_and_several_in_one_pro
         assert all(math.isfinite(row.get("loss/train/total", 0.0)) for row in run["history"])
 
 
+@pytest.mark.loaders_interpreted
 @pytest.mark.e2e
 def test_a_campaign_writes_each_runs_events_and_wandb_run_and_a_failed_tracker_leaves_a_compliant_run(
         tmp_path, cache_dir):

@@ -27,6 +27,7 @@ def mllog_events(path: Path) -> list[dict]:
             for line in path.read_text().splitlines() if ":::MLLOG " in line]
 
 
+@pytest.mark.loaders_interpreted
 def test_ddp_ranks_agree_and_eval_counts_each_image_once(tmp_path, cache_dir):
     """torchrun --nproc_per_node=2 (gloo): both ranks end with identical weights, and the
     logged accuracy equals a single-process evaluation of the same (EMA) weights."""
@@ -73,6 +74,7 @@ def test_ddp_ranks_agree_and_eval_counts_each_image_once(tmp_path, cache_dir):
     assert all(v.passed for v in check_path(result, ("2.0.0",)))
 
 
+@pytest.mark.loaders_interpreted
 def test_two_nodes_on_loopback_write_one_result(tmp_path, cache_dir):
     """nodes=2: two campaign commands (node_rank 0 and 1) rendezvous over loopback."""
     port = free_port()
@@ -116,6 +118,7 @@ def test_mild_learns_fashion_mnist_and_an_unreached_target_is_aborted(tmp_path, 
     assert summary["valid"] is False
 
 
+@pytest.mark.loaders_interpreted
 def test_baseline_recipe_runs_end_to_end(tmp_path, cache_dir):
     """recipe=baseline (CE loss, no EMA, BlurPool or progressive resizing) is a real path."""
     results = tmp_path / "results"
@@ -135,6 +138,7 @@ def test_baseline_recipe_runs_end_to_end(tmp_path, cache_dir):
     assert not config["blurpool"] and config["ema_half_life_batches"] == 0
 
 
+@pytest.mark.loaders_interpreted
 def test_a_dead_rank_fails_the_run_without_hanging(tmp_path, cache_dir):
     """SIGKILL one of two ranks mid-run: the campaign stops with a clear message, the
     partial log ends with run_stop aborted or stays incomplete, never a result file."""
@@ -194,6 +198,7 @@ if os.environ.get("RANK") == "1":
 '''
 
 
+@pytest.mark.loaders_interpreted
 def test_ranks_stop_together_and_a_diverged_rank_ends_the_run_as_diverged(tmp_path, cache_dir):
     """Two gloo ranks; rank 1's clock says max_run_minutes is long past, and its loss goes
     NaN at step 7. Only rank 0's clock counts, so nobody stops at step 5; at step 10 (the

@@ -223,29 +223,5 @@ def test_timed_stretches_of_a_sam_recipe_are_whole_multiples_of_its_interval():
     assert [sam_steps(resolve("cpu", {}), n) for n in (1, 3, 10)] == [1, 3, 10]     # Mild: no SAM
 
 
-@pytest.mark.e2e
-def test_bench_of_hot_measures_the_torchvision_loader_and_its_cpu_work(tmp_path, cache_dir):
-    profile = tmp_path / "hot.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "submission", "bench", "system=cpu", "recipe=hot",
-         "scale_schedule_ratio=3", f"cache_dir={cache_dir}", "train_limit=256", "eval_limit=64",
-         "batch_per_device=16", "workers_per_device=1", "steps=2", "rounds=1", f"json={profile}"],
-        cwd=REPO, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stdout + done.stderr
-    data = json.loads(profile.read_text())
-    loader = data["loader"]
-    assert loader["kind"] == "torchvision" and loader["img_per_s"] > 0 and loader["threads"] == 1
-    assert loader["img_per_s_per_thread"] == loader["img_per_s"]
-    augmentation = data["augmentation_ms_per_image"]
-    for stage in ("decode", "crop_flip", "randaugment", "to_tensor"):
-        assert augmentation[stage] > 0, stage
-    assert augmentation["total"] == sum(augmentation[s] for s in ("decode", "crop_flip", "randaugment", "to_tensor"))
-    assert augmentation["images"] >= 100 and augmentation["threads"] == 1
-    assert "torchvision train loader alone" in done.stdout and "per loader thread:" in done.stdout
-    assert "RandAugment (depth 1, severity 10, all)" in done.stdout
-    # steps=2 is raised to 5, a multiple of sam_interval: each side's mean holds one SAM step
-    assert data["settings"]["sam_interval"] == 5 and data["measured"]["steps"] == 5
-    assert "each timed stretch is 5 steps (raised from 2, a multiple of sam_interval)" in done.stdout
-    for side in data["train_step"].values():
-        assert side["timed_steps"] == 5 and side["sam_steps"] == 1 and side["img_per_s"] > 0
-    assert "(mean of 5 steps, 1 of them SAM)" in done.stdout
+# Hot's bench (torchvision loader, its CPU work, SAM's whole stretches) is read from qualify's
+# part of Hot: tests/qualify/test_qualify.py

@@ -152,6 +152,7 @@ def _events(path: Path) -> list[dict]:
             for line in path.read_text().splitlines() if ":::MLLOG " in line]
 
 
+@pytest.mark.loaders_interpreted
 @pytest.mark.e2e
 def test_a_node_with_another_training_set_stops_every_rank_before_run_start(
         tmp_path, cache_dir, prepared):

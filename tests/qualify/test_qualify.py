@@ -55,6 +55,31 @@ def test_qualify_profiles_every_recipe_and_times_a_campaign_inside_its_budget(tm
     text = (out / record.MARKDOWN).read_text()
     assert "## The short campaign" in text and campaign.energy_note.split(":")[0] in text
     assert "| energy (kJ) |" in (out / record.REPORT).read_text()
+    _hot_profile_measures_its_loader_and_its_sam_steps(out)
+
+
+def _hot_profile_measures_its_loader_and_its_sam_steps(out):
+    """Hot's part is the bench of Hot (scale_schedule_ratio 3): its torchvision loader, the CPU
+    work of its transforms, and timed stretches holding whole SAM steps (read here rather than
+    from a bench of its own: the suite's time, docs/test-suite.md)."""
+    data = json.loads((out / record.profile_name("hot")).read_text())
+    log = (out / record.LOG).read_text()
+    loader = data["loader"]
+    assert loader["kind"] == "torchvision" and loader["img_per_s"] > 0 and loader["threads"] >= 1
+    assert loader["img_per_s_per_thread"] == pytest.approx(loader["img_per_s"] / loader["threads"])
+    augmentation = data["augmentation_ms_per_image"]
+    stages = ("decode", "crop_flip", "randaugment", "to_tensor")
+    assert all(augmentation[stage] > 0 for stage in stages), augmentation
+    assert augmentation["total"] == sum(augmentation[stage] for stage in stages)
+    assert augmentation["images"] >= 100 and augmentation["threads"] == 1
+    assert "torchvision train loader alone" in log and "per loader thread:" in log
+    assert "RandAugment (depth 1, severity 10, all)" in log
+    # qualify's steps=3 is raised to 5, a multiple of sam_interval: each side's mean holds one SAM step
+    assert data["settings"]["sam_interval"] == 5 and data["measured"]["steps"] == 5
+    assert "each timed stretch is 5 steps (raised from 3, a multiple of sam_interval)" in log
+    for side in data["train_step"].values():
+        assert side["timed_steps"] == 5 and side["sam_steps"] == 1 and side["img_per_s"] > 0
+    assert "(mean of 5 steps, 1 of them SAM)" in log
 
 
 def test_bad_options_are_refused_before_anything_runs(tmp_path, capsys):

@@ -14,7 +14,7 @@ import pytest
 from conftest import REPO, free_port, quick_settings
 from submission.compliance import check_path
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.e2e, pytest.mark.loaders_interpreted, pytest.mark.timeout(600)]
 
 SBATCH = REPO / "scripts" / "slurm" / "run.sbatch"
 HERE = Path(__file__).resolve().parent          # start.sh and stop.sh
@@ -55,8 +55,10 @@ def slurm(tmp_path_factory):
 
 
 def sbatch(env, output: Path, *args: str, wait: bool = True) -> subprocess.CompletedProcess:
+    """The job gets sbatch's environment: the cluster's, and this test's own (conftest.py)."""
     options = ["--wait"] if wait else ["--parsable"]
-    return subprocess.run(["sbatch", *options, f"--output={output}", *args], cwd=REPO, env=env,
+    return subprocess.run(["sbatch", *options, f"--output={output}", *args], cwd=REPO,
+                          env={**os.environ, "SLURM_CONF": env["SLURM_CONF"]},
                           capture_output=True, text=True, timeout=600)
 
 

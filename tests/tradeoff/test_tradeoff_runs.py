@@ -19,7 +19,7 @@ from submission.config import ConfigError, resolve
 from submission.step import RunPlan
 from submission.tradeoff.grid import load_grid
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.loaders_interpreted]
 
 GRID = """name: tiny
 budget: scale_schedule_ratio
