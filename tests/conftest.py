@@ -41,31 +41,29 @@ if _WORKER and _WORKERS > 1 and hasattr(os, "sched_setaffinity"):
 os.environ.setdefault("NUMBA_OPT", "0")
 
 # A test marked `loaders_interpreted` is about what surrounds the loader (campaigns, torchrun,
-# signals, SLURM, trackers): the processes it starts run FFCV's pipelines as plain Python
-# (numba's NUMBA_DISABLE_JIT, the mode FFCV's Compiler offers), which saves each trainer the
-# ~20 s numba spends compiling them and FFCV's import on one CPU (docs/test-suite.md). The
-# tests of the loaders, the warm-up, the bench, qualify, Mild's learning run and the
-# interrupted five-run campaign keep numba compiling, as every user's run does.
+# signals, SLURM, trackers): the processes it starts (given `child_env()`) run FFCV's pipelines
+# as plain Python (numba's NUMBA_DISABLE_JIT, the mode FFCV's Compiler offers), which saves
+# each trainer the ~20 s numba spends compiling them and FFCV's import on one CPU
+# (docs/test-suite.md). The pytest process keeps its own environment: numba re-reads it
+# whenever it compiles, and a dispatcher made while it is set would stay uncompiled. The tests
+# of the loaders, the warm-up, the bench, qualify, Mild's learning run and the interrupted
+# five-run campaign keep numba compiling, as every user's run does.
 LOADERS_INTERPRETED = {"NUMBA_DISABLE_JIT": "1"}
+_started_interpreted = False     # the test running now is marked loaders_interpreted
 
 
 @pytest.fixture(autouse=True)
 def _loaders_interpreted_where_marked(request):
-    if not request.node.get_closest_marker("loaders_interpreted"):
-        yield
-        return
-    before = {name: os.environ.get(name) for name in LOADERS_INTERPRETED}
-    os.environ.update(LOADERS_INTERPRETED)
-    try:
-        yield
-    finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        if "numba" in sys.modules:   # numba re-reads the environment whenever it compiles: not here
-            sys.modules["numba"].core.config.reload_config()
+    global _started_interpreted
+    _started_interpreted = request.node.get_closest_marker("loaders_interpreted") is not None
+    yield
+    _started_interpreted = False
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """The environment of a process the running test starts: this one's, loaders interpreted
+    where the test is so marked, and `extra`."""
+    return {**os.environ, **(LOADERS_INTERPRETED if _started_interpreted else {}), **extra}
 
 
 def pytest_collection_modifyitems(items):
@@ -105,6 +103,7 @@ def mild_model(**overrides):
 
 
 def run_submission(*args: str, timeout: float = 600, **kwargs) -> subprocess.CompletedProcess:
+    kwargs.setdefault("env", child_env())
     return subprocess.run([sys.executable, "-m", "submission", *args], cwd=REPO,
                           capture_output=True, text=True, timeout=timeout, **kwargs)
 
@@ -118,7 +117,7 @@ def campaign_from_a_terminal(*args: str):
     raises KeyboardInterrupt: the default is restored for it."""
     campaign = subprocess.Popen([sys.executable, "-m", "submission", *args], cwd=REPO,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                start_new_session=True,
+                                start_new_session=True, env=child_env(),
                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         yield campaign

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (REPO, campaign_from_a_terminal, descendants, quick_settings, run_submission,
+from conftest import (REPO, campaign_from_a_terminal, child_env, descendants, quick_settings, run_submission,
                       running, wait_for)
 from submission import campaign, runs
 from submission.config import resolve
@@ -261,7 +261,7 @@ def test_full_disk_during_a_run_fails_clearly_and_keeps_earlier_results(tmp_path
     first.write_text("a finished run, written before the disk filled up\n")
     limit = 20_000                                   # the run's log passes it during init
     done = subprocess.run([sys.executable, "-m", "submission", "run", *settings], cwd=REPO,
-                          capture_output=True, text=True, timeout=600,
+                          capture_output=True, text=True, timeout=600, env=child_env(),
                           preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)))
     assert done.returncode == 1, done.stdout + done.stderr
     assert "File too large" in done.stdout + done.stderr

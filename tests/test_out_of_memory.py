@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from conftest import REPO, quick_settings
+from conftest import REPO, child_env, quick_settings
 from submission import campaign, out_of_memory
 from submission.jsonfile import write_json
 from submission.results import CampaignError, system_dir
@@ -40,7 +40,7 @@ def test_out_of_memory_in_the_warm_up_names_the_place_and_the_setting(tmp_path, 
     prepare(resolve(None, parse_overrides(settings)))     # outside the limit: FFCV's writer
     limit = lambda: resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))  # noqa: E731
     done = subprocess.run([sys.executable, "-m", "submission", "run", *settings], cwd=REPO,
-                          capture_output=True, text=True, timeout=500, preexec_fn=limit)
+                          capture_output=True, text=True, timeout=500, preexec_fn=limit, env=child_env())
     output = done.stdout + done.stderr
     assert done.returncode == 1, output
     assert "DefaultCPUAllocator: can't allocate memory" in output     # torch's own error

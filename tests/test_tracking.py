@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import quick_settings, run_submission
+from conftest import child_env, quick_settings, run_submission
 from submission import preflight, tracking
 from submission.config import ConfigError, resolve
 from submission.energy import Energy
@@ -202,7 +202,7 @@ def test_a_campaign_writes_each_runs_events_and_wandb_run_and_a_failed_tracker_l
     system = results / "local_cpu"
     (system / "tensorboard").mkdir(parents=True)
     (system / "tensorboard" / "run_1").write_text("not a folder")
-    env = {**os.environ, "WANDB_MODE": "offline"}
+    env = child_env(WANDB_MODE="offline")
     done = run_submission("run", *quick_settings(results, cache_dir, runs=2, seeds="3,4", target_accuracy=0.05,
                                                  progress_every_steps=2, tracker="tensorboard,wandb"), env=env)
     assert done.returncode == 0, done.stdout + done.stderr

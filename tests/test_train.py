@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import REPO, descendants, free_port, quick_settings, run_submission
+from conftest import REPO, child_env, descendants, free_port, quick_settings, run_submission
 from submission.compliance import check_path
 from submission.config import parse_overrides, resolve
 from submission.data import ffcv_loaders
@@ -43,7 +43,7 @@ def test_ddp_ranks_agree_and_eval_counts_each_image_once(tmp_path, cache_dir):
          "-m", "submission.train", "--config", str(tmp_path / "config.json"),
          "--data", str(tmp_path / "data.json"), "--seed", "3", "--result", str(result),
          "--save-weights", str(tmp_path / "weights")],
-        cwd=REPO, capture_output=True, text=True, timeout=600)
+        cwd=REPO, capture_output=True, text=True, timeout=600, env=child_env())
     assert done.returncode == 0, done.stdout + done.stderr
 
     rank0 = torch.load(tmp_path / "weights" / "rank0.pt")
@@ -83,7 +83,7 @@ def test_two_nodes_on_loopback_write_one_result(tmp_path, cache_dir):
     node1 = subprocess.Popen(
         [sys.executable, "-m", "submission", "run",
          *quick_settings(tmp_path / "node1", cache_dir, node_rank=1, **common)],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=child_env())
     node0 = run_submission("run", *quick_settings(tmp_path / "node0", cache_dir, node_rank=0, **common))
     out1, _ = node1.communicate(timeout=600)
     assert node0.returncode == 0, node0.stdout + node0.stderr
@@ -150,7 +150,7 @@ def test_a_dead_rank_fails_the_run_without_hanging(tmp_path, cache_dir):
         [sys.executable, "-m", "submission", "run",
          *quick_settings(results, cache_dir, procs_per_node=2, runs=1, seeds="9",
                          target_accuracy=0.99, epochs=3.0)],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=child_env())
     partial = results / "local_cpu" / "resnet" / "result_0.txt.partial"
     try:
         deadline = time.monotonic() + 300
@@ -213,7 +213,7 @@ def test_ranks_stop_together_and_a_diverged_rank_ends_the_run_as_diverged(tmp_pa
     data.save(tmp_path / "data.json")
     (tmp_path / "config.json").write_text(json.dumps(cfg.to_dict()))
     result = tmp_path / "result_0.txt"
-    env = {**__import__("os").environ, "PYTHONPATH": f"{hook}:{REPO}"}
+    env = child_env(PYTHONPATH=f"{hook}:{REPO}")
     done = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
          "-m", "submission.train", "--config", str(tmp_path / "config.json"),

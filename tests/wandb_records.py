@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 from pathlib import Path
 
 BLOCK, HEADER = 32768, 7
@@ -36,11 +37,28 @@ def records(path: Path) -> list:
     return found
 
 
+def finished_records(path: Path, within_s: float = 60.0) -> list:
+    """The records of a finished run: wandb's service (wandb-core, a process of its own)
+    writes the file behind the run's finish(), so it is read again until its exit record is
+    there (a read in between can end inside a record)."""
+    from google.protobuf.message import DecodeError
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            found = records(path)
+            if found and found[-1].WhichOneof("record_type") == "exit":
+                return found
+        except DecodeError:
+            pass
+        assert time.monotonic() < deadline, f"{path} holds no exit record after {within_s:g} s: the run did not finish"
+        time.sleep(0.2)
+
+
 def offline_run(folder: Path) -> dict:
-    """An offline run folder's name, group, config and history ({key: value} rows)."""
+    """A finished offline run folder's name, group, config and history ({key: value} rows)."""
     (path,) = Path(folder).glob("run-*.wandb")
     run, history = None, []
-    for record in records(path):
+    for record in finished_records(path):
         kind = record.WhichOneof("record_type")
         if kind == "run":
             run = record.run

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, free_port, quick_settings
+from conftest import REPO, child_env, free_port, quick_settings
 from submission.config import parse_overrides, resolve
 from submission.data import fingerprint
 from submission.data.beton_cache import HEAD_BYTES, head_sha256
@@ -170,7 +170,7 @@ def test_a_node_with_another_training_set_stops_every_rank_before_run_start(
                     [sys.executable, "-m", "submission", "run",
                      *quick_settings(tmp_path / f"node{rank}", cache_dir, node_rank=rank,
                                      train_limit=limit, **common)],
-                    cwd=REPO, stdout=output, stderr=subprocess.STDOUT))
+                    cwd=REPO, stdout=output, stderr=subprocess.STDOUT, env=child_env()))
         # measured here: 30-40 s, most of it preparing data and starting torchrun; without
         # the check both ranks hang in their first training collective (still there at 150 s)
         for node in nodes:

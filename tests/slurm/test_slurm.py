@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, free_port, quick_settings
+from conftest import REPO, child_env, free_port, quick_settings
 from submission.compliance import check_path
 
 pytestmark = [pytest.mark.e2e, pytest.mark.loaders_interpreted, pytest.mark.timeout(600)]
@@ -58,7 +58,7 @@ def sbatch(env, output: Path, *args: str, wait: bool = True) -> subprocess.Compl
     """The job gets sbatch's environment: the cluster's, and this test's own (conftest.py)."""
     options = ["--wait"] if wait else ["--parsable"]
     return subprocess.run(["sbatch", *options, f"--output={output}", *args], cwd=REPO,
-                          env={**os.environ, "SLURM_CONF": env["SLURM_CONF"]},
+                          env=child_env(SLURM_CONF=env["SLURM_CONF"]),
                           capture_output=True, text=True, timeout=600)
 
 
