@@ -45,9 +45,10 @@ os.environ.setdefault("NUMBA_OPT", "0")
 # as plain Python (numba's NUMBA_DISABLE_JIT, the mode FFCV's Compiler offers), which saves
 # each trainer the ~20 s numba spends compiling them and FFCV's import on one CPU
 # (docs/test-suite.md). The pytest process keeps its own environment: numba re-reads it
-# whenever it compiles, and a dispatcher made while it is set would stay uncompiled. The tests
-# of the loaders, the warm-up, the bench, qualify, Mild's learning run and the interrupted
-# five-run campaign keep numba compiling, as every user's run does.
+# whenever it compiles, and a dispatcher made while it is set would stay uncompiled. Numba
+# compiles, as in every user's run, for the tests in this process (the loaders' threads,
+# epochs left early, the warm-up's compiled pipelines and buffers), the bench on a small set,
+# the loader sweep, Mild's learning run with its warm-up and the one-CPU test.
 LOADERS_INTERPRETED = {"NUMBA_DISABLE_JIT": "1"}
 _started_interpreted = False     # the test running now is marked loaders_interpreted
 
@@ -74,8 +75,12 @@ def pytest_collection_modifyitems(items):
 
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory) -> Path:
-    """One .beton cache for the whole session: each subset is converted once."""
-    return tmp_path_factory.mktemp("beton-cache")
+    """One .beton cache for the whole session, shared by its pytest-xdist workers (a file is
+    written under a lock beside it, data/beton_cache.py): each subset is converted once."""
+    root = tmp_path_factory.getbasetemp()
+    shared = (root.parent if _WORKER else root) / "beton-cache"
+    shared.mkdir(exist_ok=True)
+    return shared
 
 
 def quick_settings(results: Path, cache: Path, **extra) -> list[str]:

@@ -23,6 +23,7 @@ pytestmark = pytest.mark.timeout(900)
 
 
 @pytest.mark.e2e
+@pytest.mark.loaders_interpreted     # FFCV's compiled threads are stopped in data/test_ffcv_loaders.py
 def test_interrupted_campaign_resumes_and_packages(tmp_path, cache_dir):
     """Ctrl-C (SIGINT to the process group, as a terminal sends it) inside run 3, while FFCV's
     threads load: its log ends run_stop aborted with the reason, the campaign exits non-zero

@@ -319,6 +319,7 @@ ffcv.reader.Reader.__init__, mlperf_log.RunLog.init_stop_run_start = _reader, _s
 
 
 @pytest.mark.e2e
+@pytest.mark.loaders_interpreted     # which files are opened, and when: not how they are decoded
 def test_no_data_set_is_read_before_run_start(tmp_path, cache_dir):
     """A real run with the warm-up on: before run_start only the synthetic files are opened;
     the training and validation .beton files (FFCV's Reader reads their labels) only after."""
@@ -326,7 +327,7 @@ def test_no_data_set_is_read_before_run_start(tmp_path, cache_dir):
     import subprocess
     import sys
 
-    from conftest import GPUS_HIDDEN, REPO, quick_settings
+    from conftest import GPUS_HIDDEN, LOADERS_INTERPRETED, REPO, quick_settings
     from submission.config import parse_overrides
     from submission.data.prepare import prepare
 
@@ -342,7 +343,8 @@ def test_no_data_set_is_read_before_run_start(tmp_path, cache_dir):
         [sys.executable, "-m", "submission.train", "--config", str(tmp_path / "config.json"),
          "--data", str(tmp_path / "data.json"), "--seed", "2", "--result", str(tmp_path / "result_0.txt")],
         cwd=REPO, capture_output=True, text=True, timeout=600,
-        env={"PYTHONPATH": f"{hook}:{REPO}", "ORDER_TRACE": str(trace), "PATH": "", **GPUS_HIDDEN})
+        env={"PYTHONPATH": f"{hook}:{REPO}", "ORDER_TRACE": str(trace), "PATH": "", **GPUS_HIDDEN,
+             **LOADERS_INTERPRETED})
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     assert "loader warm-up before run_start" in done.stdout
     events = [tuple(json.loads(line)) for line in trace.read_text().splitlines()]

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, child_env
 from submission.bench_profile import read as read_profile
 
 
@@ -105,12 +105,13 @@ def test_composer_comparison_without_composer_says_how_to_install_it(tmp_path):
 
 
 @pytest.mark.e2e
+@pytest.mark.loaders_interpreted     # the steps on synthetic batches are compared, not the loader
 def test_method_comparison_times_each_variant_and_the_plain_loop(cache_dir):
     from submission.bench.compare_methods import PLAIN_ROW, RECIPE_ROW, VARIANTS
     done = subprocess.run(
         [sys.executable, "-m", "submission.bench", "compare=methods", "system=cpu",
          f"cache_dir={cache_dir}", "train_limit=256", "eval_limit=64", "batch_per_device=8",
-         "steps=1", "rounds=2"], cwd=REPO, capture_output=True, text=True, timeout=600)
+         "steps=1", "rounds=2"], cwd=REPO, capture_output=True, text=True, timeout=600, env=child_env())
     assert done.returncode == 0, done.stdout + done.stderr
     rows = {line.split("  ")[1].strip(): line for line in done.stdout.splitlines()
             if line.endswith("x the recipe step")}

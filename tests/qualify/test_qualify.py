@@ -18,6 +18,7 @@ BUDGET_MINUTES = 15
 
 
 @pytest.mark.e2e
+@pytest.mark.loaders_interpreted     # what is measured is not asserted; the bench's tests compile
 def test_qualify_profiles_every_recipe_and_times_a_campaign_inside_its_budget(tmp_path):
     out = tmp_path / "out"
     began = time.monotonic()
