@@ -183,7 +183,7 @@ def _framework() -> str:
 def _torch_version() -> str:
     """torch.__version__ (with its build, e.g. 2.14.1+cu130, which the package metadata
     leaves out), read from torch/version.py alone: importing torch takes seconds on one CPU,
-    and a campaign's own process needs nothing else of it."""
+    and resolving a configuration needs nothing else of it."""
     if "torch" in sys.modules:
         return sys.modules["torch"].__version__
     spec = importlib.util.find_spec("torch")      # finds the package without importing it

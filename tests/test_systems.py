@@ -174,7 +174,7 @@ def test_software_names_rocm_and_miopen_on_a_rocm_torch(monkeypatch):
 
 @pytest.mark.e2e
 def test_a_host_without_a_gpu_driver_is_described_without_importing_torch():
-    """A campaign's own process describes the host: torch's version is read from its
+    """Resolving a configuration describes the host: torch's version is read from its
     version.py, and no GPU driver means no CUDA to ask torch about (its import: seconds)."""
     import subprocess
     import sys
