@@ -146,6 +146,7 @@ def descendants(pid: int) -> list[int]:
 
 
 def running(pid: int) -> bool:
+    """Whether process `pid` still runs (a zombie left for its parent to reap has ended)."""
     try:
         with open(f"/proc/{pid}/stat") as stat:
             return stat.read().rsplit(")", 1)[1].split()[0] != "Z"

@@ -244,15 +244,6 @@ else:                                  # the test kills this process
 '''
 
 
-def _gone(pid: int) -> bool:
-    """Whether process `pid` has ended (a zombie left for its new parent to reap counts)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
-
-
 @pytest.mark.e2e
 @pytest.mark.parametrize("ending", ["shutdown", "crash", "killed"])
 def test_workers_leave_stop_signals_to_the_trainer_and_still_end_with_it(tmp_path, ending):
@@ -268,7 +259,7 @@ def test_workers_leave_stop_signals_to_the_trainer_and_still_end_with_it(tmp_pat
     import sys
     import time
 
-    from conftest import GPUS_HIDDEN, REPO
+    from conftest import GPUS_HIDDEN, REPO, running
 
     (tmp_path / "probe.py").write_text(WORKER_PROBE)
     probe = subprocess.Popen([sys.executable, str(tmp_path / "probe.py")], cwd=REPO, text=True,
@@ -296,7 +287,7 @@ def test_workers_leave_stop_signals_to_the_trainer_and_still_end_with_it(tmp_pat
             probe.kill()
             probe.wait(timeout=30)
         deadline = time.monotonic() + 30
-        while not all(_gone(pid) for pid in workers):
+        while any(running(pid) for pid in workers):
             assert time.monotonic() < deadline, f"workers left running after '{ending}'"
             time.sleep(0.2)
     finally:
