@@ -70,8 +70,8 @@ def _cost_section(system_dir: Path, summary: Summary, price: float | None) -> li
     campaign = read_campaign(system_dir)
     settings = campaign.settings if campaign else {}
     if not summary.price_usd_per_hour:
-        return ["No price: pass `price_usd_per_hour=USD_PER_HOUR` here or to the campaign (with "
-                "`price_source=` and `price_date=`) to the campaign."]
+        return ["No price: pass `price_usd_per_hour=USD_PER_HOUR` here, or to the campaign "
+                "(with `price_source=` and `price_date=`)."]
     source = settings.get("price_source") or "source not given"
     date = settings.get("price_date") or "date not given"
     if price and price != settings.get("price_usd_per_hour"):
