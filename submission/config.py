@@ -7,7 +7,8 @@ command line.
 
 Recipe keys and harness keys share one flat namespace, so `lr=1.0`, `runs=3` and
 `data_dir=/data/imagenet` all read the same way. Each setting is declared once, with its type
-and what it admits, in submission/settings.py; unknown keys and values of the wrong type are
+and what it admits, in submission/settings.py or (a method's own) in its module under
+submission/methods/; unknown keys and values of the wrong type are
 rejected with the list of known keys. `Config` is that declaration's dataclass with the system
 around it: every setting a typed attribute, the derived values properties computed here.
 """
@@ -24,9 +25,11 @@ from typing import Any
 
 import yaml
 
+from . import methods
 from . import settings as declared
 from .errors import ConfigError
-from .settings import SEED_RANGE, Range, Settings
+from .setting_declaration import SEED_RANGE, Range
+from .settings import Settings
 from .system_descriptor import describe_machine, load_descriptor
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -153,8 +156,7 @@ class Config(Settings):
     def methods(self) -> list[str]:
         """The speed-up and regularisation methods the recipe applies, in words (logs,
         system description notes, `settings`), as each method module names itself."""
-        from .methods import ALL
-        return [method.named(self) for method in ALL if method.named and method.on(self)]
+        return [method.named(self) for method in methods.ALL if method.named and method.on(self)]
 
     @property
     def warmup_train_epochs(self) -> float:
@@ -383,11 +385,6 @@ def combination_problems(config: Config) -> list[str]:
     elif config.warmup_train_epochs >= config.train_epochs:
         problems.append(f"warmup ({config.warmup_train_epochs:g} epochs) must be shorter than "
                         f"training ({config.train_epochs:g} epochs)")
-    if config.progressive_resize and not (
-            0 < config.resize_initial_scale <= 1
-            and 0 <= config.resize_start_fraction <= config.resize_finish_fraction <= 1):
-        problems.append("progressive resizing needs 0 < resize_initial_scale <= 1 and "
-                        "0 <= resize_start_fraction <= resize_finish_fraction <= 1")
     # a named descriptor's V100s, refused where no GPU can be asked (dry-run, project);
     # preflight.gpu_problems asks the GPUs of the launching machine themselves
     accelerator = str(config.description.get("accelerator_model_name", ""))
@@ -415,12 +412,9 @@ def combination_problems(config: Config) -> list[str]:
                         f"{config.recipe} recipe's published range: it must be {published} "
                         f"(submission/recipes/{config.recipe}.yaml); longer or shorter runs "
                         "belong to another recipe")
-    if config.randaugment_depth and config.train_loader != "torchvision":
-        problems.append(f"randaugment_depth={config.randaugment_depth} needs train_loader=torchvision: "
-                        "RandAugment works on each image in the loader's worker processes, which "
-                        "FFCV's compiled pipeline cannot run")
     if config.eval_resize < config.eval_resolution:
         problems.append("eval_resize must be at least eval_resolution (resize, then center-crop)")
+    problems += methods.problems(config)
     if config.node_rank >= config.num_nodes:
         problems.append(f"node_rank={config.node_rank} is outside 0..{config.num_nodes - 1} "
                         f"({config.num_nodes} node(s))")

@@ -13,6 +13,7 @@ describes fixed hardware, and `mismatch` says how this machine differs from it.
 from __future__ import annotations
 
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -115,7 +116,14 @@ def nvlinked(topology: str, indices: list[str]) -> bool | None:
     return all(re.fullmatch(r"NV\d+", matrix[a].get(b, "")) for a in names for b in names if a != b)
 
 
+def no_gpu_driver() -> bool:
+    """Neither NVIDIA's driver nor ROCm's is loaded: torch can see no GPU here."""
+    return not os.path.exists("/proc/driver/nvidia") and not os.path.exists("/dev/kfd")
+
+
 def _torch_probe() -> list[GPU]:
+    if no_gpu_driver():     # torch's import alone takes seconds on one CPU
+        return []
     import torch
     if not torch.cuda.is_available():
         return []
@@ -134,17 +142,41 @@ def _host_probe() -> tuple[int, int]:
     return psutil.cpu_count() or 1, psutil.virtual_memory().total
 
 
+def _cpuinfo() -> list[tuple[str, str]]:
+    """/proc/cpuinfo's (key, value) lines; OSError where there is none."""
+    pairs = []
+    with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+        for line in f:
+            key, sep, value = line.partition(":")
+            if sep:
+                pairs.append((key.strip(), value.strip()))
+    return pairs
+
+
+def processor_model() -> str:
+    try:
+        for key, value in _cpuinfo():
+            if key == "model name" and value:
+                return value
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def sockets() -> int:
+    try:
+        ids = {value for key, value in _cpuinfo() if key == "physical id"}
+    except OSError:
+        ids = set()
+    return len(ids) or 1
+
+
 def _cpu_flags() -> set[str]:
     """The first processor's flags in /proc/cpuinfo (empty where there is none)."""
     try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key.strip() == "flags":
-                    return set(value.split())
+        return set(next((value for key, value in _cpuinfo() if key == "flags"), "").split())
     except OSError:
-        pass
-    return set()
+        return set()
 
 
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")
@@ -184,8 +216,7 @@ def rank_hardware(device) -> tuple[str, str]:
         import torch
         props = torch.cuda.get_device_properties(device)
         return socket.gethostname(), f"{props.name}, {props.total_memory / 2**30:.0f} GiB"
-    from .system_json import _processor_model
-    return socket.gethostname(), f"{_processor_model()}, {host()[0]} vCPUs"
+    return socket.gethostname(), f"{processor_model()}, {host()[0]} vCPUs"
 
 
 def unlike_ranks(seen: list[tuple[str, str]]) -> str:

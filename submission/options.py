@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from .errors import ConfigError
 from .results import RULESET as RULESET_DEFAULT
-from .settings import ABOVE_0, AT_LEAST_0, AT_LEAST_1, Range
+from .setting_declaration import ABOVE_0, AT_LEAST_0, AT_LEAST_1, Range
 
 
 def _rulesets() -> tuple[str, ...]:

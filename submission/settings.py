@@ -1,77 +1,28 @@
-"""Every setting of the harness, declared once.
+"""Every setting of the harness, declared once (submission/setting_declaration.py says how).
 
-A setting is one field of `Settings`: its name, its type (the annotation), its default, what it
-means, what values it admits, and what kind of setting it is:
-
-  recipe       a value of the published recipe: it lives in submission/recipes/*.yaml (each
-               line citing its source), not here; every recipe file defines every one.
-  harness      a harness default that changes what a run computes (batch, data, devices):
-               a campaign resumed with another value is refused.
-  operational  a harness default that leaves what a run computes alone (paths, price, loader
-               threads, the warm-up): it may change when a campaign resumes.
+A setting is one field of `Settings`: its name, its type, its default, what it means, what
+values it admits, and its kind (recipe, harness, operational). The harness's own settings are
+declared below; each method declares its settings in its module under submission/methods/
+(`DECLARATIONS`), and `Settings` is built from both, recipe settings first.
 
 Everything else reads this declaration: config.resolve (types and precedence), config.validate
 (ranges and choices), the `settings` verb, the campaign's resume rule, and the bench profile's
 list of the settings it records. Settings that tie two values together are checked in
-config.validate.
+config.validate (and by the method that declares them).
 """
 import dataclasses
 import math
-from dataclasses import dataclass
 from typing import Any, get_args
 
+from . import methods
 from .errors import ConfigError
-
-RECIPE, HARNESS, OPERATIONAL = "recipe", "harness", "operational"
-KINDS = (RECIPE, HARNESS, OPERATIONAL)
-# A bench profile records the settings marked RECORDED or COMPARED; `project` warns when the
-# projected run's value of a COMPARED one differs from the profile's (the step's rate depends on it).
-RECORDED, COMPARED = "recorded", "compared"
+from .setting_declaration import (ABOVE_0, AT_LEAST_0, AT_LEAST_1, BELOW_1, COMPARED, FRACTION, HARNESS,
+                                  OPERATIONAL, RECIPE, RECORDED, Range, setting)
 
 
-@dataclass(frozen=True)
-class Range:
-    """The numbers a setting admits: low and/or high, each end closed unless marked open."""
-    low: float | None = None
-    high: float | None = None
-    low_open: bool = False
-    high_open: bool = False
-
-    def admits(self, value: float) -> bool:
-        return ((self.low is None or (value > self.low if self.low_open else value >= self.low))
-                and (self.high is None or (value < self.high if self.high_open else value <= self.high)))
-
-    def __str__(self) -> str:
-        def number(value: float) -> str:
-            return str(int(value)) if float(value).is_integer() else f"{value:g}"
-        if self.high is None:
-            return f"{'above' if self.low_open else 'at least'} {number(self.low)}"
-        return (f"in {'(' if self.low_open else '['}{number(self.low)}, "
-                f"{number(self.high)}{')' if self.high_open else ']'}")
-
-
-AT_LEAST_0, AT_LEAST_1, ABOVE_0 = Range(0), Range(1), Range(0, low_open=True)
-FRACTION, BELOW_1 = Range(0, 1), Range(0, 1, high_open=True)
-# Seeds reach numpy's and FFCV's generators, which take unsigned 32-bit seeds.
-SEED_RANGE = Range(0, 2**32, high_open=True)
-
-
-def setting(kind: str, meaning: str, default: Any = dataclasses.MISSING, *,
-            admits: Range | tuple[str, ...] | None = None, also: tuple[str, ...] = (),
-            profile: str = "") -> Any:
-    """One setting's declaration: a dataclass field of `Settings` with its facts as metadata.
-    admits: a Range for numbers, or the words a text setting takes; also: words accepted where
-    the setting is given that config.resolve turns into one of `admits` (dataset=auto)."""
-    if kind == RECIPE and default is not dataclasses.MISSING:
-        raise ValueError("a recipe setting's value lives in the recipe files, not here")
-    return dataclasses.field(default=default, metadata={
-        "kind": kind, "meaning": meaning, "admits": admits, "also": also, "profile": profile})
-
-
-@dataclass(frozen=True, kw_only=True)
-class Settings:
-    # ---- recipe: submission/recipes/*.yaml ---------------------------------------------
-    blurpool: bool = setting(RECIPE, "anti-aliased stride-2 convs and stem max-pool")
+class GeneralSettings:
+    """The settings that are not a method's: annotated fields, turned into `Settings` below."""
+    # ---- recipe: submission/recipes/*.yaml (the methods' own: submission/methods/) ------
     init_conv: str = setting(RECIPE, "conv/linear weight init: kaiming_normal or torchvision's default",
                              admits=("kaiming_normal", "torchvision"))
     init_bn_gamma: str = setting(RECIPE, "BatchNorm gamma init: uniform (U(0,1)) or ones",
@@ -80,21 +31,6 @@ class Settings:
                                    admits=("log_prior", "zeros"))
     zero_init_residual: bool = setting(RECIPE, "zero the last BN gamma of each residual block")
     channels_last: bool = setting(RECIPE, "NHWC model and batches")
-    loss: str = setting(RECIPE, "bce (sum over classes / batch) or cross_entropy",
-                        admits=("bce", "cross_entropy"))
-    label_smoothing: float = setting(RECIPE, "label smoothing of the targets", admits=BELOW_1)
-    ema_half_life_batches: float = setting(RECIPE, "EMA half-life in batches; 0: no EMA",
-                                           admits=AT_LEAST_0)
-    ema_update_every_batches: int = setting(RECIPE, "EMA update cadence in batches", admits=AT_LEAST_1)
-    progressive_resize: bool = setting(RECIPE, "downscale training batches early in training")
-    resize_initial_scale: float = setting(RECIPE, "side scale until resize_start_fraction")
-    resize_start_fraction: float = setting(RECIPE, "share of training at the initial scale")
-    resize_finish_fraction: float = setting(RECIPE, "share of training at which full size is reached")
-    resize_multiple: int = setting(RECIPE, "the side is rounded to a multiple of this", admits=AT_LEAST_1)
-    resize_granularity: str = setting(RECIPE, "epoch: the side changes at epoch boundaries; step: every step",
-                                      admits=("epoch", "step"))
-    resize_mode: str = setting(RECIPE, "interpolation of the downscaling: nearest, bilinear or area",
-                               admits=("nearest", "bilinear", "area"))
     train_resolution: int = setting(RECIPE, "RandomResizedCrop side of training images",
                                     admits=AT_LEAST_1, profile=COMPARED)
     eval_resolution: int = setting(RECIPE, "center-crop side of evaluation images",
@@ -103,7 +39,6 @@ class Settings:
                                admits=AT_LEAST_1)
     crop_scale_min: float = setting(RECIPE, "RandomResizedCrop smallest area fraction",
                                     admits=Range(0, 1, low_open=True))
-    optimizer: str = setting(RECIPE, "sgdw: SGD with decoupled weight decay", admits=("sgdw",))
     lr: float = setting(RECIPE, "peak learning rate at lr_reference_batch; scaled linearly with the batch",
                         admits=ABOVE_0)
     lr_reference_batch: int = setting(RECIPE, "global batch at which lr and weight_decay are given",
@@ -127,26 +62,6 @@ class Settings:
     precision: str = setting(RECIPE, "amp (autocast) or fp32", admits=("amp", "fp32"), profile=COMPARED)
     amp_dtype: str = setting(RECIPE, "autocast dtype when precision=amp: fp16 (with a GradScaler on "
                                      "CUDA) or bf16", admits=("bf16", "fp16"), profile=COMPARED)
-    # Medium and Hot (all off in Mild)
-    mixup_alpha: float = setting(RECIPE, "MixUp: mixing weight min(z, 1-z), z ~ Beta(alpha, alpha); 0: no MixUp",
-                                 admits=AT_LEAST_0)
-    sam_interval: int = setting(RECIPE, "SAM: every Nth step is a two-pass SAM step; 0: no SAM",
-                                admits=AT_LEAST_0, profile=RECORDED)
-    sam_rho: float = setting(RECIPE, "SAM: radius of the ascent step", admits=AT_LEAST_0)
-    sam_epsilon: float = setting(RECIPE, "SAM: added to the gradient norm of the ascent", admits=ABOVE_0)
-    stochastic_depth_rate: float = setting(RECIPE, "stochastic depth: drop rate of the last residual block; "
-                                                   "0: none", admits=BELOW_1)
-    stochastic_depth_method: str = setting(RECIPE, "stochastic depth: sample (per image) or block (per batch)",
-                                           admits=("sample", "block"))
-    stochastic_depth_distribution: str = setting(RECIPE, "stochastic depth: rates linear in depth, or uniform",
-                                                 admits=("linear", "uniform"))
-    colout_fraction: float = setting(RECIPE, "ColOut: share of rows and of columns dropped from each batch; "
-                                             "0: none", admits=BELOW_1)
-    randaugment_depth: int = setting(RECIPE, "RandAugment: operations per image; 0: no RandAugment",
-                                     admits=AT_LEAST_0)
-    randaugment_severity: int = setting(RECIPE, "RandAugment: magnitude, 0-10", admits=Range(0, 10))
-    randaugment_set: str = setting(RECIPE, "RandAugment: augmentation set (all, safe, original)",
-                                   admits=("all", "safe", "original"))
     train_loader: str = setting(RECIPE, "ffcv, or torchvision (per-image CPU augmentation in DataLoader "
                                         "workers, from the same .beton: what RandAugment needs)",
                                 admits=("ffcv", "torchvision"), profile=RECORDED)
@@ -242,6 +157,23 @@ class Settings:
                                         admits=AT_LEAST_0)
     price_source: str = setting(OPERATIONAL, "where the price comes from", "")
     price_date: str = setting(OPERATIONAL, "when the price was read", "")
+
+
+def _fields() -> list[tuple[str, type, dataclasses.Field]]:
+    """(name, type, declaration) of every setting: the harness's recipe settings, the methods'
+    (in the order submission.methods names them), then the harness and operational ones."""
+    own = [(name, annotation, getattr(GeneralSettings, name))
+           for name, annotation in GeneralSettings.__annotations__.items()]
+    of_methods = [(name, field.metadata["type"], field) for name, field in methods.SETTINGS.items()]
+    taken = {name for name, _, _ in own} & {name for name, _, _ in of_methods}
+    if taken:
+        raise ValueError(f"settings declared twice, by settings.py and a method: {', '.join(sorted(taken))}")
+    recipe = [entry for entry in own if entry[2].metadata["kind"] == RECIPE]
+    return recipe + of_methods + [entry for entry in own if entry[2].metadata["kind"] != RECIPE]
+
+
+Settings = dataclasses.make_dataclass("Settings", _fields(), frozen=True, kw_only=True, namespace={
+    "__module__": __name__, "__doc__": "Every setting, typed: the fields config.Config resolves."})
 
 
 DECLARED: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(Settings)}

@@ -35,6 +35,8 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
+from . import inventory
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 STATUS_4X = {
@@ -115,40 +117,12 @@ def run_notes(config) -> str:
 
 
 # ---- host probes: each returns a value or raises; a failure leaves the field empty --
-def _cpuinfo() -> list[tuple[str, str]]:
-    pairs = []
-    with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-        for line in f:
-            key, sep, value = line.partition(":")
-            if sep:
-                pairs.append((key.strip(), value.strip()))
-    return pairs
-
-
-def _processor_model() -> str:
-    try:
-        for key, value in _cpuinfo():
-            if key == "model name" and value:
-                return value
-    except OSError:
-        pass
-    return platform.processor()
-
-
-def _sockets() -> int:
-    try:
-        ids = {value for key, value in _cpuinfo() if key == "physical id"}
-    except OSError:
-        ids = set()
-    return len(ids) or 1
-
-
 def _cores_per_processor() -> str:
     import psutil
     cores = psutil.cpu_count(logical=False)
     if not cores:
         return ""
-    return str(max(cores // _sockets(), 1))
+    return str(max(cores // inventory.sockets(), 1))
 
 
 def _vcpus() -> str:
@@ -194,11 +168,6 @@ def _torch_version() -> str:
     return runpy.run_path(str(Path(folder) / "version.py"))["__version__"]
 
 
-def _no_gpu_driver() -> bool:
-    """Neither NVIDIA's driver nor ROCm's is loaded: torch can see no GPU here."""
-    return not Path("/proc/driver/nvidia").exists() and not Path("/dev/kfd").exists()
-
-
 def _operating_system() -> str:
     pretty = ""
     try:
@@ -220,7 +189,7 @@ def _software() -> str:
             parts.append(f"{package} {importlib.metadata.version(package)}")
         except importlib.metadata.PackageNotFoundError:
             continue
-    if _no_gpu_driver():
+    if inventory.no_gpu_driver():
         return ", ".join(parts)
     try:
         import torch
@@ -253,8 +222,8 @@ def _storage_type() -> str:
 
 
 PROBES: dict[str, Callable[[], Any]] = {
-    "host_processor_model_name": _processor_model,
-    "host_processors_per_node": lambda: str(_sockets()),
+    "host_processor_model_name": inventory.processor_model,
+    "host_processors_per_node": lambda: str(inventory.sockets()),
     "host_processor_core_count": _cores_per_processor,
     "host_processor_vcpu_count": _vcpus,
     "host_processor_frequency": _frequency,

@@ -69,6 +69,7 @@ def test_nvidia_smi_facts_follow_each_visible_gpu_by_uuid(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: len(visible))
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: visible[i])
+    monkeypatch.setattr(inventory, "no_gpu_driver", lambda: False)
     answers = {"--query-gpu": SMI_LISTING, "topo": TOPOLOGY}
     monkeypatch.setattr(inventory, "_nvidia_smi", lambda *args: answers[args[0].split("=")[0]])
     found = inventory._torch_probe()
@@ -80,6 +81,8 @@ def test_nvidia_smi_facts_follow_each_visible_gpu_by_uuid(monkeypatch):
     assert all(g.nvlink is False for g in found)          # GPU3 and GPU2: SYS
     monkeypatch.setattr(inventory, "_nvidia_smi", lambda *args: "")   # no nvidia-smi
     assert [(g.pcie, g.nvlink) for g in inventory._torch_probe()] == [("", None), ("", None)]
+    monkeypatch.setattr(inventory, "no_gpu_driver", lambda: True)     # torch is not asked
+    assert inventory._torch_probe() == []
 
 
 def test_ranks_on_unlike_nodes_are_named_before_a_run_describes_only_node_0():

@@ -11,7 +11,7 @@ import psutil
 import pytest
 from mlperf_logging.system_desc_checker.system_desc_checker import check_system_desc
 
-from submission import config, system_descriptor
+from submission import config, inventory, system_descriptor
 from submission import settings as declared
 from submission.config import resolve
 from submission.system_json import STATUS_4X, fill_from_host, for_ruleset, run_description
@@ -167,28 +167,28 @@ def test_software_names_rocm_and_miopen_on_a_rocm_torch(monkeypatch):
     monkeypatch.setattr(torch.version, "hip", "6.2.41133")
     monkeypatch.setattr(torch.backends.cudnn, "is_available", lambda: True)
     monkeypatch.setattr(torch.backends.cudnn, "version", lambda: 3002000)
-    monkeypatch.setattr(system_json, "_no_gpu_driver", lambda: False)
+    monkeypatch.setattr(inventory, "no_gpu_driver", lambda: False)
     software = system_json._software()
     assert "ROCm 6.2.41133" in software and "MIOpen 3002000" in software and "CUDA" not in software
 
 
 @pytest.mark.e2e
 def test_a_host_without_a_gpu_driver_is_described_without_importing_torch():
-    """Resolving a configuration describes the host: torch's version is read from its
-    version.py, and no GPU driver means no CUDA to ask torch about (its import: seconds)."""
+    """Resolving a configuration describes the host and names the recipe's methods: torch's
+    version is read from its version.py, no GPU driver means no GPU or CUDA to ask torch
+    about, and the methods' table is read without their code (torch's import: seconds)."""
     import subprocess
     import sys
     from conftest import REPO
-    from submission import system_json
-    if not system_json._no_gpu_driver():
-        pytest.skip("a GPU driver is loaded here: torch is asked for the CUDA version")
-    probe = ("import json, sys; from submission.system_json import PROBES, fill_from_host; "
-             "d = fill_from_host({f: '' for f in PROBES}); "
-             "print(json.dumps([d['framework'], 'torch' in sys.modules]))")
+    if not inventory.no_gpu_driver():
+        pytest.skip("a GPU driver is loaded here: torch is asked for the GPUs and the CUDA version")
+    probe = ("import json, sys; from submission.config import resolve; "
+             "c = resolve('local', {'recipe': 'hot'}); "
+             "print(json.dumps([c.description['framework'], len(c.methods), 'torch' in sys.modules]))")
     done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True,
                           timeout=120, check=True)
     import torch
-    assert json.loads(done.stdout) == [f"PyTorch {torch.__version__}", False]
+    assert json.loads(done.stdout) == [f"PyTorch {torch.__version__}", 10, False]
 
 
 def test_the_logged_world_is_the_launched_one():

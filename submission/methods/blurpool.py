@@ -13,10 +13,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..setting_declaration import RECIPE, setting
 from .method import Method
 
 DECLARATIONS = (   # what the harness knows of this method (method.py)
-    Method("blurpool", False, lambda c: "BlurPool", without="without BlurPool"),
+    Method("blurpool", False, lambda c: "BlurPool", without="without BlurPool", settings={
+        "blurpool": setting(RECIPE, "anti-aliased stride-2 convs and stem max-pool", type=bool),
+    }),
 )
 
 

@@ -13,11 +13,15 @@ from __future__ import annotations
 
 import torch
 
+from ..setting_declaration import BELOW_1, RECIPE, setting
 from .method import Method
 
 DECLARATIONS = (   # what the harness knows of this method (method.py)
     Method("colout_fraction", 0.0, lambda c: f"ColOut ({c.colout_fraction:g} of rows and columns)",
-           without="without ColOut"),
+           without="without ColOut", settings={
+               "colout_fraction": setting(RECIPE, "ColOut: share of rows and of columns dropped from each "
+                                                  "batch; 0: none", type=float, admits=BELOW_1),
+           }),
 )
 
 

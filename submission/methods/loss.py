@@ -9,11 +9,17 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ..setting_declaration import BELOW_1, RECIPE, setting
 from .method import Method
 
 DECLARATIONS = (   # what the harness knows of this method (method.py)
-    Method("label_smoothing", 0.0, lambda c: f"label smoothing {c.label_smoothing:g}"),
-    Method("loss", "cross_entropy", None, without="cross-entropy instead of BCE"),
+    Method("label_smoothing", 0.0, lambda c: f"label smoothing {c.label_smoothing:g}", settings={
+        "label_smoothing": setting(RECIPE, "label smoothing of the targets", type=float, admits=BELOW_1),
+    }),
+    Method("loss", "cross_entropy", None, without="cross-entropy instead of BCE", settings={
+        "loss": setting(RECIPE, "bce (sum over classes / batch) or cross_entropy", type=str,
+                        admits=("bce", "cross_entropy")),
+    }),
 )
 
 

@@ -30,6 +30,7 @@ import yaml
 from .. import settings as declared
 from ..config import load_recipe
 from ..errors import ConfigError
+from ..setting_declaration import SEED_RANGE
 
 GRIDS_DIR = Path(__file__).resolve().parent.parent / "grids"
 # what a budget is, and the settings it sets (which the grid's settings may then not set)
@@ -178,9 +179,9 @@ def _grid_problems(data: dict) -> list[str]:
     elif len(set(data["budgets"])) != len(data["budgets"]):
         problems.append(f"budgets {data['budgets']} name a budget twice")
     if not (isinstance(data["seeds"], list) and data["seeds"]
-            and all(isinstance(s, int) and not isinstance(s, bool) and declared.SEED_RANGE.admits(s)
+            and all(isinstance(s, int) and not isinstance(s, bool) and SEED_RANGE.admits(s)
                     for s in data["seeds"]) and len(set(data["seeds"])) == len(data["seeds"])):
-        problems.append(f"seeds must be a list of distinct whole numbers {declared.SEED_RANGE}")
+        problems.append(f"seeds must be a list of distinct whole numbers {SEED_RANGE}")
     if data.get("targets") is not None and not (
             _is_numbers(data["targets"]) and all(t <= 1 for t in data["targets"])):
         problems.append("targets must be a list of top-1 fractions in (0, 1], e.g. [0.759, 0.781]")

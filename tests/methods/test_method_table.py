@@ -1,6 +1,6 @@
-"""submission.methods.ALL: each method module's declaration (the setting that turns it on,
-its value without it, its name in the logs, its row in bench compare=methods), read by
-Config.methods and the bench."""
+"""submission.methods.ALL: each method module's declaration (its settings, the setting that
+turns it on, its value without it, its name in the logs, its row in bench compare=methods, what
+it cannot do with other settings), read by settings.py, Config and the bench."""
 from __future__ import annotations
 
 import dataclasses
@@ -26,10 +26,10 @@ def test_every_declaration_names_a_setting_and_an_admitted_off_value():
     ("mild", ["BlurPool", "channels last", "EMA (half-life 10 steps)", "label smoothing 0.08",
               "progressive resizing (from 0.5x)"]),
     ("baseline", ["channels last", "EMA (half-life 10 steps)", "label smoothing 0.1"]),
-    ("hot", ["BlurPool", "channels last", "EMA (half-life 10 steps)", "label smoothing 0.13",
-             "progressive resizing (from 0.6x)", "MixUp (alpha 0.25)", "SAM (rho 0.5, every 5th step)",
-             "RandAugment (all, depth 1, severity 10)", "stochastic depth (sample, linear to 0.1)",
-             "ColOut (0.05 of rows and columns)"])])
+    ("hot", ["BlurPool", "channels last", "ColOut (0.05 of rows and columns)", "EMA (half-life 10 steps)",
+             "label smoothing 0.13", "MixUp (alpha 0.25)", "progressive resizing (from 0.6x)",
+             "RandAugment (all, depth 1, severity 10)", "SAM (rho 0.5, every 5th step)",
+             "stochastic depth (sample, linear to 0.1)"])])
 def test_a_configuration_names_the_methods_its_settings_turn_on(recipe, named):
     config = resolve(None, {"recipe": recipe})
     assert config.methods == named
@@ -45,3 +45,45 @@ def test_a_new_method_is_named_once_its_module_declares_it(monkeypatch):
     monkeypatch.setattr(methods, "ALL", (*methods.ALL, extra))
     assert resolve(None, {"recipe": "medium"}).methods[-1] == "a new method (0.2)"
     assert "a new method (0.2)" not in resolve(None, {"recipe": "mild"}).methods
+
+
+def test_each_method_declares_its_own_settings_and_settings_py_none_of_them():
+    from submission.methods import SETTINGS
+    own = set(settings.GeneralSettings.__annotations__)
+    assert {"mixup_alpha", "sam_interval", "sam_rho", "resize_mode", "blurpool", "optimizer"} <= set(SETTINGS)
+    assert not own & set(SETTINGS)
+    assert set(SETTINGS) <= DECLARED
+    assert settings.kind("sam_interval") == settings.RECIPE and settings.value_type("sam_interval") is int
+    assert "sam_interval" in settings.profiled()          # its declaration's profile mark is kept
+
+
+def test_the_table_is_read_from_a_modules_source_without_running_its_code(tmp_path):
+    """A method module's code may import what the configuration must not (torch): the table
+    evaluates its DECLARATIONS alone, with the names of method.py and setting_declaration.py."""
+    from submission.methods import declarations_in
+    module = tmp_path / "new_method.py"
+    module.write_text(
+        "import a_module_that_does_not_exist\n"
+        "from .method import Method\n"
+        "DECLARATIONS = (Method('new_rate', 0.0, lambda c: f'new ({c.new_rate:g})', settings={\n"
+        "    'new_rate': setting(RECIPE, 'a new method: its rate; 0: off', type=float, admits=BELOW_1)},\n"
+        "    problem=lambda c: None if c.new_rate < 0.5 else 'new_rate must stay below 0.5'),)\n"
+        "def code(): return a_module_that_does_not_exist.run()\n")
+    (method,) = declarations_in(module)
+    assert method.setting == "new_rate" and method.settings["new_rate"].metadata["type"] is float
+    assert declarations_in(tmp_path / "new_method.py")[0].named(type("C", (), {"new_rate": 0.25})) == "new (0.25)"
+    module.write_text("DECLARATIONS = (Method('x', 0, None, settings={'x': helper()}),)\n")
+    with pytest.raises(ImportError, match="may name only what method.py and setting_declaration.py"):
+        declarations_in(module)
+    module.write_text("def code(): pass\n")
+    assert declarations_in(module) == ()
+
+
+def test_a_methods_problem_is_the_configurations_where_the_method_is_on():
+    from submission.errors import ConfigError
+    with pytest.raises(ConfigError, match="randaugment_depth=1 needs train_loader=torchvision"):
+        resolve(None, {"recipe": "hot", "train_loader": "ffcv"})
+    resolve(None, {"recipe": "hot", "train_loader": "ffcv", "randaugment_depth": "0"})     # off: no problem
+    with pytest.raises(ConfigError, match="progressive resizing needs 0 < resize_initial_scale"):
+        resolve(None, {"recipe": "mild", "resize_initial_scale": "1.5"})
+    resolve(None, {"recipe": "mild", "resize_initial_scale": "1.5", "progressive_resize": "false"})
