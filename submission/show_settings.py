@@ -7,7 +7,7 @@ from . import settings as declared
 from .config import (DEFAULT_RECIPE, Config, ConfigError, combination_problems, load_recipe, parse_overrides,
                      ratio_range)
 from .data.sources import PUBLISHED_SPLIT_SIZES
-from .step import RunPlan
+from .run_plan import RunPlan
 
 ACCEPTED = ("recipe", "scale_schedule_ratio")
 SECTIONS = (

@@ -36,7 +36,8 @@ from .data.run_loaders import run_loaders
 from .followers import RunSpec, add_arguments, agree_on_run
 from .mlperf_log import RunLog
 from .progress import Reporter
-from .step import RecipeStep, RunPlan, build_step
+from .run_plan import RunPlan
+from .step import RecipeStep, build_step
 from .stop_signals import INTERRUPTED_EXIT, STOP, Interrupted, die_with_parent
 from .warmup import compiled, compiled_graphs, warm_up, warm_up_loaders
 

@@ -35,7 +35,8 @@ import torch
 from .data import ffcv_loaders
 from .methods.sam import SAM
 from .out_of_memory import At
-from .step import RecipeStep, RunPlan
+from .run_plan import RunPlan
+from .step import RecipeStep
 
 
 RECOMPILE_ADVICE = "Run with TORCH_LOGS=recompiles to see why, or compile=false"

@@ -14,6 +14,8 @@ import time
 import pytest
 
 from conftest import campaign_from_a_terminal, descendants, quick_settings, run_submission, running
+from submission.compliance import check_path
+from submission.results import read_campaign
 
 pytestmark = [pytest.mark.e2e, pytest.mark.loaders_interpreted, pytest.mark.timeout(900)]
 
@@ -84,3 +86,19 @@ def test_an_interrupted_run_logs_interrupted_shows_no_traceback_and_resumes(tmp_
     text = (folder / "resnet" / "result_0.txt").read_text()
     assert '"status": "success"' in text
     assert [p.name for p in (folder / "attempts").iterdir()][0].startswith("result_0-")
+    _hot_ran_end_to_end_on_the_torchvision_loader(folder)
+
+
+def _hot_ran_end_to_end_on_the_torchvision_loader(folder):
+    """The resumed run is Hot's whole run to its gate (test_recipes.py runs Mild's, Medium's
+    and the baseline's): a log both rulesets' checkers accept, naming Hot's methods, trained
+    on the torchvision loader RandAugment needs."""
+    result = folder / "resnet" / "result_0.txt"
+    assert all(verdict.passed for verdict in check_path(result, ("2.0.0", "4.0.0")))
+    events = [json.loads(line.split(":::MLLOG ", 1)[1])
+              for line in result.read_text().splitlines() if ":::MLLOG " in line]
+    (recipe,) = [event for event in events if event["key"] == "recipe"]
+    assert recipe["value"] == "hot"
+    for method in ("RandAugment", "stochastic depth", "ColOut"):
+        assert any(m.startswith(method) for m in recipe["metadata"]["methods"]), recipe
+    assert read_campaign(folder).settings["train_loader"] == "torchvision"

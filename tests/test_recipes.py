@@ -13,8 +13,9 @@ from submission import config
 from submission.compliance import check_path
 from submission.config import ConfigError, load_recipe, resolve
 from submission.methods.stochastic_depth import StochasticBottleneck
+from submission.run_plan import RunPlan
 from submission.show_settings import describe_settings
-from submission.step import RunPlan, build_step
+from submission.step import build_step
 
 IMAGENET_TRAIN = 1_281_167
 
@@ -178,11 +179,4 @@ def test_medium_runs_end_to_end_and_its_logs_name_the_methods(tmp_path, cache_di
     assert campaign["config"]["settings"]["sam_interval"] == 10
 
 
-@pytest.mark.loaders_interpreted
-@pytest.mark.e2e
-def test_hot_runs_end_to_end_on_the_torchvision_loader(tmp_path, cache_dir):
-    methods, campaign, out = _run_recipe(tmp_path, cache_dir, "hot")
-    assert any(m.startswith("RandAugment") for m in methods)
-    assert any(m.startswith("stochastic depth") for m in methods)
-    assert any(m.startswith("ColOut") for m in methods)
-    assert campaign["config"]["settings"]["train_loader"] == "torchvision"
+# Hot's whole run on the torchvision loader: the resumed run of test_interrupt.py's Hot campaigns

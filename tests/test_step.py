@@ -11,7 +11,8 @@ from submission import projection
 from submission.config import ConfigError, resolve
 from submission.bench_profile import parse as read_profile
 from submission.show_settings import describe_settings
-from submission.step import RunPlan, build_step
+from submission.run_plan import RunPlan
+from submission.step import build_step
 
 CPU = torch.device("cpu")
 

@@ -174,21 +174,24 @@ def test_software_names_rocm_and_miopen_on_a_rocm_torch(monkeypatch):
 
 @pytest.mark.e2e
 def test_a_host_without_a_gpu_driver_is_described_without_importing_torch():
-    """Resolving a configuration describes the host and names the recipe's methods: torch's
-    version is read from its version.py, no GPU driver means no GPU or CUDA to ask torch
-    about, and the methods' table is read without their code (torch's import: seconds)."""
+    """Resolving a configuration describes the host and names the recipe's methods, and its
+    run plan is drawn (`settings`, `project`): torch's version is read from its version.py, no
+    GPU driver means no GPU or CUDA to ask torch about, the methods' table is read without
+    their code, and the plan's arithmetic needs none of it (torch's import: seconds)."""
     import subprocess
     import sys
     from conftest import REPO
     if not inventory.no_gpu_driver():
         pytest.skip("a GPU driver is loaded here: torch is asked for the GPUs and the CUDA version")
     probe = ("import json, sys; from submission.config import resolve; "
-             "c = resolve('local', {'recipe': 'hot'}); "
-             "print(json.dumps([c.description['framework'], len(c.methods), 'torch' in sys.modules]))")
+             "from submission.run_plan import RunPlan; "
+             "c = resolve('local', {'recipe': 'hot', 'dataset': 'imagenet', 'scale_schedule_ratio': '3'}); "
+             "sides = RunPlan.of(c, 1_281_167, 8).sides(); "
+             "print(json.dumps([c.description['framework'], len(c.methods), sides[-1], 'torch' in sys.modules]))")
     done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True,
                           timeout=120, check=True)
     import torch
-    assert json.loads(done.stdout) == [f"PyTorch {torch.__version__}", 10, False]
+    assert json.loads(done.stdout) == [f"PyTorch {torch.__version__}", 10, 167, False]
 
 
 def test_the_logged_world_is_the_launched_one():

@@ -15,7 +15,8 @@ from submission.config import resolve
 from submission.data.ffcv_loaders import Normalizer
 from submission.methods.ema import EMA
 from submission.methods.loss import LOSSES
-from submission.step import RecipeStep, RunPlan, autocast_for, build_step, recipe_optimizer
+from submission.run_plan import RunPlan
+from submission.step import RecipeStep, autocast_for, build_step, recipe_optimizer
 from submission.warmup import warm_up
 
 CPU = torch.device("cpu")
@@ -364,7 +365,8 @@ from submission.config import resolve
 from submission.data.ffcv_loaders import Normalizer
 from submission.methods.loss import LOSSES
 from submission.methods.sgdw import DecoupledSGDW
-from submission.step import RecipeStep, RunPlan
+from submission.run_plan import RunPlan
+from submission.step import RecipeStep
 from submission.warmup import compiled, compiled_graphs, warm_up
 
 CPU = torch.device("cpu")

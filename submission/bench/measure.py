@@ -53,7 +53,8 @@ from ..data.prepare import cache_folder, prepare
 from ..data.run_loaders import randaugment_of, run_loaders
 from ..methods.loss import LOSSES
 from ..methods.progressive_resize import resize_batch
-from ..step import RunPlan, autocast_dtype, autocast_for, build_step, grad_scaler, optimizer_step
+from ..run_plan import RunPlan
+from ..step import autocast_dtype, autocast_for, build_step, grad_scaler, optimizer_step
 from ..system_json import fill_from_host
 from ..warmup import compiled, warm_up_loaders
 from .timing import (finish, first_call, in_turns, loader_alone, matmul_peak, synthetic_batch, sync,

@@ -2,7 +2,7 @@
 
 FFCV's distributed order (and the torchvision loader, which follows it) gives each of
 `world_size` processes ceil(samples / world_size) images, padding with repeats, and drops
-the last incomplete batch. step.RunPlan plans with these numbers, and `prepare` refuses a
+the last incomplete batch. run_plan.RunPlan plans with these numbers, and `prepare` refuses a
 training set too small for one step before it writes anything.
 """
 from __future__ import annotations

@@ -302,7 +302,8 @@ def scan_image_folder(data_dir: Path, val_labels: str = "") -> tuple[FolderSplit
 # ---------------------------------------------------------------------------
 @dataclass
 class ArraySplit:
-    """In-memory images (N x H x W x 3 uint8) with labels."""
+    """In-memory greyscale images (N x H x W uint8) with labels; each item is an RGB image
+    (the grey channel three times, as ImageNet's pipeline takes), made when it is read."""
     images: np.ndarray
     labels: np.ndarray
     classes: list[str]
@@ -312,7 +313,7 @@ class ArraySplit:
         return len(self.labels)
 
     def __getitem__(self, index: int) -> tuple[np.ndarray, int]:
-        return self.images[index], int(self.labels[index])
+        return np.repeat(self.images[index][..., None], 3, axis=-1), int(self.labels[index])
 
     def fingerprint(self) -> str:
         return self.source_digest
@@ -372,8 +373,6 @@ def load_fashion_mnist(data_dir: str) -> tuple[ArraySplit, ArraySplit]:
         labels = _read_idx(folder / f"{prefix}-labels-idx1-ubyte")
         if len(images) != len(labels):
             raise ConfigError(f"{folder}: {len(images)} {prefix} images but {len(labels)} labels")
-        rgb = np.repeat(images[..., None], 3, axis=-1)    # grey -> 3 channels, as ImageNet
         digest = hashlib.sha256(images.tobytes() + labels.tobytes()).hexdigest()
-        splits.append(ArraySplit(np.ascontiguousarray(rgb), labels.astype(np.int64),
-                                 list(FASHION_MNIST_CLASSES), digest))
+        splits.append(ArraySplit(images, labels.astype(np.int64), list(FASHION_MNIST_CLASSES), digest))
     return splits[0], splits[1]

@@ -11,10 +11,13 @@ Hot: p_row 0.05, p_col 0.05 (the algorithm's defaults are 0.15).
 """
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
 
 from ..setting_declaration import BELOW_1, RECIPE, setting
 from .method import Method
+
+if TYPE_CHECKING:        # the run plan reads kept_size without torch (run_plan.py)
+    import torch
 
 DECLARATIONS = (   # what the harness knows of this method (method.py)
     Method("colout_fraction", 0.0, lambda c: f"ColOut ({c.colout_fraction:g} of rows and columns)",
@@ -33,6 +36,7 @@ def kept_size(size: int, drop_fraction: float) -> int:
 def kept_indices(size: int, drop_fraction: float,
                  generator: torch.Generator | None = None) -> torch.Tensor:
     """The sorted indices kept along an axis of `size`: int((1 - p) * size) of them."""
+    import torch
     if not 0.0 <= drop_fraction <= 1.0:
         raise ValueError(f"drop fraction must be in [0, 1], got {drop_fraction}")
     return torch.randperm(size, generator=generator)[:kept_size(size, drop_fraction)].sort().values

@@ -16,12 +16,13 @@ less than a few epochs has no boundary to change at and uses `step`.
 from __future__ import annotations
 
 import math
-
-import torch
-import torch.nn.functional as F
+from typing import TYPE_CHECKING
 
 from ..setting_declaration import AT_LEAST_1, RECIPE, setting
 from .method import Method
+
+if TYPE_CHECKING:        # the run plan reads the schedule without torch (run_plan.py)
+    import torch
 
 DECLARATIONS = (   # what the harness knows of this method (method.py)
     Method("progressive_resize", False, lambda c: f"progressive resizing (from {c.resize_initial_scale:g}x)",
@@ -93,6 +94,8 @@ def resize_batch(images: torch.Tensor, side: int, mode: str = "nearest") -> torc
     recompute_scale_factor=False)`: a square batch comes out output_side(W, side) px a side,
     channels last. `bilinear` is antialiased. A side of W or more returns `images` as they
     are: Composer skips a scale factor >= 1 (progressive_resizing.py L73)."""
+    import torch
+    import torch.nn.functional as F
     width = images.shape[-1]
     if side >= width:
         return images

@@ -7,7 +7,7 @@ The profile (submission.bench_profile) is what `python -m submission bench ... j
 on a machine: per-process training-step rate at every image side of the
 progressive-resizing schedule, evaluation rate, the loader's rate and its thread count,
 and the one-time costs inside a run. The projection walks the run plan of the chosen
-recipe on NAME (step.RunPlan, the one the training loop follows) step by step, and adds up:
+recipe on NAME (run_plan.RunPlan, the one the training loop follows) step by step, and adds up:
 
   training   per side: images / min(step rate x processes x data-parallel efficiency,
              loader rate per thread x loader threads per process x processes)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..config import parse_overrides, resolve
 from ..options import parse
 from ..bench_profile import ProfileError, read
-from ..step import RunPlan
+from ..run_plan import RunPlan
 from .estimate import project
 from .hints import BENCH_HINT, loader_remedy
 from .schedule import dataset_images

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..config import Config
 from ..bench_profile import BenchProfile
-from ..step import RunPlan
+from ..run_plan import RunPlan
 from . import schedule, text
 from .rates import dp_efficiency_of, rates
 from .result import Projection

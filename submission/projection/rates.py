@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from ..config import Config, ConfigError, load_descriptor
 from ..bench_profile import BenchProfile, FedStep, Loader, ProfileError
-from ..step import RunPlan
+from ..run_plan import RunPlan
 from .hints import BENCH_HINT, loader_remedy
 
 # Assumed share of linear scaling kept by data-parallel training over several processes

@@ -1,4 +1,4 @@
-"""The walk over a run's schedule (step.RunPlan, the one the training loop follows): the
+"""The walk over a run's schedule (run_plan.RunPlan, the one the training loop follows): the
 parts of a run that ends after a given step, each at the rates of the rate model."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 from ..config import Config
 from ..data.sources import PUBLISHED_SPLIT_SIZES
 from ..bench_profile import BenchProfile
-from ..step import RunPlan
+from ..run_plan import RunPlan
 from .rates import Rates
 from .result import EPOCH_STARTS, EVALUATION, SET_UP, TRAINING, Part, minutes
 

@@ -7,7 +7,7 @@ import math
 from .. import published
 from ..config import Config
 from ..bench_profile import RATE_SETTINGS, BenchProfile
-from ..step import RunPlan
+from ..run_plan import RunPlan
 from .rates import Rates, sam_passes
 from .result import TRAINING, Part, Projection
 

@@ -7,7 +7,7 @@ import pytest
 
 from submission.config import ConfigError, resolve
 from submission.data.sharding import refuse_fewer_than_one_batch, steps_per_epoch
-from submission.step import RunPlan
+from submission.run_plan import RunPlan
 
 
 def test_a_step_needs_one_batch_on_every_process():

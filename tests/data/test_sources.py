@@ -206,13 +206,13 @@ def test_odd_images_prepare(tmp_path):
 def test_fashion_mnist_loads_from_the_package(fashion):
     train, val = fashion
     assert (len(train), len(val)) == (60000, 10000)
-    assert train.images.shape == (60000, 28, 28, 3) and val.images.shape == (10000, 28, 28, 3)
+    assert train.images.shape == (60000, 28, 28) and val.images.shape == (10000, 28, 28)
     assert train.images.dtype == np.uint8
     assert len(train.classes) == 10 and train.classes == val.classes
     assert set(np.unique(train.labels)) == set(range(10)) == set(np.unique(val.labels))
-    assert (train.images[..., 0] == train.images[..., 2]).all()      # grey in three channels
     image, label = train[123]
-    assert image.shape == (28, 28, 3) and 0 <= label < 10
+    assert image.shape == (28, 28, 3) and image.dtype == np.uint8 and 0 <= label < 10
+    assert all((image[..., channel] == train.images[123]).all() for channel in range(3))  # grey x 3
     assert train.fingerprint() != val.fingerprint()
 
 

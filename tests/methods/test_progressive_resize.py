@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from submission.methods import progressive_resize
-from submission.step import RunPlan
+from submission.run_plan import RunPlan
 
 
 @pytest.mark.parametrize("progress, scale", [(0.0, 0.5), (0.4, 0.5), (0.6, 0.75), (0.8, 1.0), (1.0, 1.0)])

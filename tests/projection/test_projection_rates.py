@@ -9,7 +9,7 @@ from hand_profiles import _cpu, _gpu_mild, _profile, _project, _torchvision_load
 from submission import config as config_module
 from submission import bench_profile as profile_module
 from submission import projection
-from submission.step import RunPlan
+from submission.run_plan import RunPlan
 
 
 def test_a_slow_loader_limits_the_training_rate():

@@ -6,7 +6,7 @@ import pytest
 
 from hand_profiles import _cpu, _profile, _project
 from submission import config as config_module
-from submission.step import RunPlan
+from submission.run_plan import RunPlan
 
 
 def test_side_schedule_follows_the_recipe():

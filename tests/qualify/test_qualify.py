@@ -17,13 +17,20 @@ from submission.qualify import plan, record
 BUDGET_MINUTES = 15
 
 
+# Mild (the first: the campaign's recipe) and Hot (SAM's stretches, the torchvision loader):
+# Medium's bench is the same code as Hot's on FFCV's loader, and its 10-step SAM stretches made
+# it the slowest part (docs/test-suite.md); test_plan.py checks that the default plan has all three
+PROFILED = ("mild", "hot")
+
+
 @pytest.mark.e2e
 @pytest.mark.loaders_interpreted     # what is measured is not asserted; the bench's tests compile
-def test_qualify_profiles_every_recipe_and_times_a_campaign_inside_its_budget(tmp_path):
+def test_qualify_profiles_the_recipes_asked_and_times_a_campaign_inside_its_budget(tmp_path):
     out = tmp_path / "out"
     began = time.monotonic()
     done = run_submission("qualify", f"minutes={BUDGET_MINUTES}", f"out={out}",
-                          f"cache_dir={tmp_path / 'cache'}", timeout=BUDGET_MINUTES * 60 + 120)
+                          f"recipes={','.join(PROFILED)}", f"cache_dir={tmp_path / 'cache'}",
+                          timeout=BUDGET_MINUTES * 60 + 120)
     elapsed = time.monotonic() - began
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     assert elapsed < BUDGET_MINUTES * 60 + 30, f"took {elapsed:.0f} s of a {BUDGET_MINUTES}-min budget"
@@ -32,13 +39,15 @@ def test_qualify_profiles_every_recipe_and_times_a_campaign_inside_its_budget(tm
     files = {p.name: p.stat().st_size for p in out.iterdir()}
     assert len(files) <= 8 and max(files.values()) < 4 * 2**20, files
     assert {record.MARKDOWN, record.RECORD, record.LOG, record.REPORT,
-            *(record.profile_name(r) for r in plan.RECIPES)} <= set(files)
+            *(record.profile_name(r) for r in PROFILED)} <= set(files)
+    assert record.profile_name("medium") not in files
 
     q = record.read(out)
     status = {part.name: part.status for part in q.parts}
-    assert [status[p.name] for p in plan.parts("cpu")] == [record.DONE] * 4, status
+    assert [status[p.name] for p in plan.parts("cpu", PROFILED)] == [record.DONE] * 3, status
+    assert set(status) == {p.name for p in plan.parts("cpu", PROFILED)}
     assert not q.compiled and plan.NOT_COMPILED["cpu"] in (out / record.MARKDOWN).read_text()
-    assert [r.recipe for r in q.recipes] == list(plan.RECIPES)
+    assert [r.recipe for r in q.recipes] == list(PROFILED)
     for recipe in q.recipes:                                      # each profile projects a run
         words = shlex.split(recipe.project_command)[3:]
         projected = run_submission(*words, timeout=180)

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import campaign_from_a_terminal, free_port, quick_settings, run_submission, wait_for
 from submission.config import ConfigError, resolve
-from submission.step import RunPlan
+from submission.run_plan import RunPlan
 from submission.tradeoff.grid import load_grid
 
 pytestmark = [pytest.mark.e2e, pytest.mark.loaders_interpreted]
