@@ -116,9 +116,14 @@ def nvlinked(topology: str, indices: list[str]) -> bool | None:
     return all(re.fullmatch(r"NV\d+", matrix[a].get(b, "")) for a in names for b in names if a != b)
 
 
+# what NVIDIA's driver (its /proc entry; in a container often only its device nodes) or ROCm's
+# (the KFD device) leaves on a machine where torch could find a GPU
+GPU_DRIVER_PATHS = ("/proc/driver/nvidia", "/dev/nvidiactl", "/dev/kfd")
+
+
 def no_gpu_driver() -> bool:
     """Neither NVIDIA's driver nor ROCm's is loaded: torch can see no GPU here."""
-    return not os.path.exists("/proc/driver/nvidia") and not os.path.exists("/dev/kfd")
+    return not any(os.path.exists(path) for path in GPU_DRIVER_PATHS)
 
 
 def _torch_probe() -> list[GPU]:
