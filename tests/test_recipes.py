@@ -13,6 +13,7 @@ from submission import config
 from submission.compliance import check_path
 from submission.config import ConfigError, load_recipe, resolve
 from submission.methods.stochastic_depth import StochasticBottleneck
+from submission.results import read_campaign
 from submission.run_plan import RunPlan
 from submission.show_settings import describe_settings
 from submission.step import build_step
@@ -167,8 +168,7 @@ def _run_recipe(tmp_path, cache_dir, recipe: str, **extra):
               for line in result.read_text().splitlines() if ":::MLLOG " in line]
     recipe_events = [e for e in events if e["key"] == "recipe"]
     assert [e["value"] for e in recipe_events] == [recipe]
-    description = json.loads((results / "local_cpu" / "campaign.json").read_text())
-    return recipe_events[0]["metadata"]["methods"], description, done.stdout
+    return recipe_events[0]["metadata"]["methods"], read_campaign(results / "local_cpu"), done.stdout
 
 
 @pytest.mark.loaders_interpreted
@@ -176,7 +176,7 @@ def _run_recipe(tmp_path, cache_dir, recipe: str, **extra):
 def test_medium_runs_end_to_end_and_its_logs_name_the_methods(tmp_path, cache_dir):
     methods, campaign, _ = _run_recipe(tmp_path, cache_dir, "medium")
     assert "MixUp (alpha 0.2)" in methods and "SAM (rho 0.5, every 10th step)" in methods
-    assert campaign["config"]["settings"]["sam_interval"] == 10
+    assert campaign.settings["sam_interval"] == 10
 
 
 # Hot's whole run on the torchvision loader: the resumed run of test_interrupt.py's Hot campaigns
