@@ -182,8 +182,10 @@ def _writing(path: Path):
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             handle.seek(0)
+            # the holder writes the file, or checks the copy it found (the synthetic sets of
+            # both splits are often one file: the second holds the lock only to reuse it)
             print(f"[prepare] waiting for process {handle.read().strip() or '?'}, which is writing "
-                  f"{path}", file=sys.stderr, flush=True)
+                  f"or checking {path}", file=sys.stderr, flush=True)
             fcntl.flock(handle, fcntl.LOCK_EX)
         handle.seek(0)
         handle.truncate()
