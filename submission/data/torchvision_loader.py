@@ -31,6 +31,7 @@ JPEG-compressed); `write_mode=jpg` makes every one a JPEG to decode, as in an Im
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
 import os
@@ -123,6 +124,26 @@ def leave_stop_signals_to_the_trainer(worker_id: int, trainer: int) -> None:
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
         threading.Thread(target=_end_on_sigterm_from, args=(trainer,), daemon=True,
                          name="sigterm-from-trainer").start()
+    # forked with both blocked (TrainLoader._batches): what came before this point is now
+    # ignored (SIGINT) or waited for (SIGTERM)
+    unblocked = {signal.SIGINT} if hasattr(signal, "sigwaitinfo") else {signal.SIGINT, signal.SIGTERM}
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, unblocked)
+
+
+@contextlib.contextmanager
+def _stop_signals_held():
+    """SIGINT and SIGTERM held back from this thread while the DataLoader forks its workers:
+    a worker inherits them blocked until its worker_init_fn has chosen how to take them (a
+    signal in between killed a worker still starting); this process gets them after."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 def _end_on_sigterm_from(trainer: int) -> None:
@@ -168,7 +189,9 @@ class TrainLoader:
 
     def _batches(self):
         cuda = self.device.type == "cuda"
-        for images, labels in self.loader:
+        with _stop_signals_held():
+            batches = iter(self.loader)
+        for images, labels in batches:
             images = images.to(self.device, non_blocking=cuda)
             yield (images.contiguous(memory_format=torch.channels_last),
                    labels.to(self.device, non_blocking=cuda).view(-1, 1))
