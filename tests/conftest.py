@@ -3,6 +3,7 @@ integration runs short on a 2-core machine, and a faked machine (GPUs, host, usa
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -105,6 +106,12 @@ def mild_model(**overrides):
                    logit_bias_init="log_prior", zero_init_residual=False, channels_last=True)
     options.update(overrides)
     return build_model(1000, **options)
+
+
+def mllog_events(path: Path) -> list[dict]:
+    """The events of an MLPerf result file, in order (each `:::MLLOG` line's JSON)."""
+    return [json.loads(line.split(":::MLLOG ", 1)[1])
+            for line in path.read_text().splitlines() if ":::MLLOG " in line]
 
 
 def run_submission(*args: str, timeout: float = 600, **kwargs) -> subprocess.CompletedProcess:

@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-from conftest import campaign_from_a_terminal, descendants, quick_settings, run_submission, running
+from conftest import (campaign_from_a_terminal, descendants, mllog_events, quick_settings, run_submission,
+                      running)
 from submission.compliance import check_path
 from submission.results import read_campaign
 
@@ -95,9 +96,7 @@ def _hot_ran_end_to_end_on_the_torchvision_loader(folder):
     on the torchvision loader RandAugment needs."""
     result = folder / "resnet" / "result_0.txt"
     assert all(verdict.passed for verdict in check_path(result, ("2.0.0", "4.0.0")))
-    events = [json.loads(line.split(":::MLLOG ", 1)[1])
-              for line in result.read_text().splitlines() if ":::MLLOG " in line]
-    (recipe,) = [event for event in events if event["key"] == "recipe"]
+    (recipe,) = [event for event in mllog_events(result) if event["key"] == "recipe"]
     assert recipe["value"] == "hot"
     for method in ("RandAugment", "stochastic depth", "ColOut"):
         assert any(m.startswith(method) for m in recipe["metadata"]["methods"]), recipe

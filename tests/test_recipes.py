@@ -2,13 +2,12 @@
 ranges, the plan and step Medium and Hot give, and real runs of each through the campaign."""
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import pytest
 import torch
 
-from conftest import quick_settings, run_submission
+from conftest import mllog_events, quick_settings, run_submission
 from submission import config
 from submission.compliance import check_path
 from submission.config import ConfigError, load_recipe, resolve
@@ -164,9 +163,7 @@ def _run_recipe(tmp_path, cache_dir, recipe: str, **extra):
     assert done.returncode == 0, done.stdout + done.stderr
     result = results / "local_cpu" / "resnet" / "result_0.txt"
     assert all(v.passed for v in check_path(result, ("2.0.0", "4.0.0")))
-    events = [json.loads(line.split(":::MLLOG ", 1)[1])
-              for line in result.read_text().splitlines() if ":::MLLOG " in line]
-    recipe_events = [e for e in events if e["key"] == "recipe"]
+    recipe_events = [e for e in mllog_events(result) if e["key"] == "recipe"]
     assert [e["value"] for e in recipe_events] == [recipe]
     return recipe_events[0]["metadata"]["methods"], read_campaign(results / "local_cpu"), done.stdout
 

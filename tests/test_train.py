@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import REPO, child_env, descendants, free_port, quick_settings, run_submission
+from conftest import REPO, child_env, descendants, free_port, mllog_events, quick_settings, run_submission
 from submission.compliance import check_path
 from submission.config import parse_overrides, resolve
 from submission.data import ffcv_loaders
@@ -20,11 +20,6 @@ from submission.step import autocast_for
 from submission.train import evaluate
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
-
-
-def mllog_events(path: Path) -> list[dict]:
-    return [json.loads(line.split(":::MLLOG ", 1)[1])
-            for line in path.read_text().splitlines() if ":::MLLOG " in line]
 
 
 @pytest.mark.loaders_interpreted

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, child_env, free_port, quick_settings
+from conftest import REPO, child_env, free_port, mllog_events, quick_settings
 from submission.config import parse_overrides, resolve
 from submission.data import fingerprint
 from submission.data.beton_cache import HEAD_BYTES, head_sha256
@@ -147,11 +147,6 @@ def _stop_processes_of(nodes: list[subprocess.Popen], tmp_path: Path) -> None:
                 os.kill(pid, signal.SIGKILL)
 
 
-def _events(path: Path) -> list[dict]:
-    return [json.loads(line.split(":::MLLOG ", 1)[1])
-            for line in path.read_text().splitlines() if ":::MLLOG " in line]
-
-
 @pytest.mark.loaders_interpreted
 @pytest.mark.e2e
 def test_a_node_with_another_training_set_stops_every_rank_before_run_start(
@@ -194,7 +189,7 @@ def test_a_node_with_another_training_set_stops_every_rank_before_run_start(
     assert recorded["train_samples"] == LARGE
     resnet = tmp_path / "node0" / "2xlocal_cpu" / "resnet"
     assert not (resnet / "result_0.txt").exists()
-    events = _events(resnet / "result_0.txt.partial")
+    events = mllog_events(resnet / "result_0.txt.partial")
     keys = [e["key"] for e in events]
     assert "init_start" in keys and "run_start" not in keys and "epoch_start" not in keys
     stop = [e for e in events if e["key"] == "run_stop"]
