@@ -48,8 +48,8 @@ os.environ.setdefault("NUMBA_OPT", "0")
 # (docs/test-suite.md). The pytest process keeps its own environment: numba re-reads it
 # whenever it compiles, and a dispatcher made while it is set would stay uncompiled. Numba
 # compiles, as in every user's run, for the tests in this process (the loaders' threads,
-# epochs left early, the warm-up's compiled pipelines and buffers), the bench on a small set,
-# the loader sweep, Mild's learning run with its warm-up and the one-CPU test.
+# epochs left early, the warm-up's compiled pipelines and buffers), the loader sweep, Mild's
+# learning run with its warm-up and the one-CPU test.
 LOADERS_INTERPRETED = {"NUMBA_DISABLE_JIT": "1"}
 _started_interpreted = False     # the test running now is marked loaders_interpreted
 
@@ -84,11 +84,17 @@ def cache_dir(tmp_path_factory) -> Path:
     return shared
 
 
+# quick_settings' data and batch: 10 steps of a run at 0.5 epochs, 0.7 s each on one core of
+# the 2-vCPU build machine (1.4 s at batch 64, where most of a quick run's seconds went:
+# docs/test-suite.md)
+QUICK_TRAIN_IMAGES, QUICK_EVAL_IMAGES, QUICK_BATCH = 640, 200, 32
+
+
 def quick_settings(results: Path, cache: Path, **extra) -> list[str]:
     """A real Mild run, scaled to seconds: Fashion-MNIST subset, small batch, short budget."""
     settings = {
         "system": "cpu", "results_dir": results, "cache_dir": cache,
-        "train_limit": 1280, "eval_limit": 400, "batch_per_device": 64,
+        "train_limit": QUICK_TRAIN_IMAGES, "eval_limit": QUICK_EVAL_IMAGES, "batch_per_device": QUICK_BATCH,
         "epochs": 0.5, "warmup_epochs": 0.1, "eval_every_epochs": 0.25,
         "ema_half_life_batches": 4, "ema_update_every_batches": 2,
         "workers_per_device": 1, "progress_every_steps": 5, "package": "false",

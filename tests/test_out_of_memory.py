@@ -35,7 +35,7 @@ def test_out_of_memory_in_the_warm_up_names_the_place_and_the_setting(tmp_path, 
     to change, the partial log's run_stop says out of memory, and the campaign does not
     suggest re-running the same command."""
     results = tmp_path / "results"
-    settings = quick_settings(results, cache_dir, runs=1, seeds="1", warmup="true",
+    settings = quick_settings(results, cache_dir, runs=1, seeds="1", warmup="true", batch_per_device=64,
                               progressive_resize="false", train_resolution=12288)
     prepare(resolve(None, parse_overrides(settings)))     # outside the limit: FFCV's writer
     limit = lambda: resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))  # noqa: E731
@@ -138,6 +138,6 @@ def test_eval_batch_size_changes_no_result_and_may_change_on_resume(tmp_path, ca
                                                            eval_batch_size=16)))
     assert campaign.load_campaign(resumed).seeds == [1, 2]
     smaller = resolve(None, parse_overrides(quick_settings(tmp_path, cache_dir, runs=2, seeds="1,2",
-                                                           batch_per_device=32)))
-    with pytest.raises(CampaignError, match="batch_per_device: 64 -> 32.*new_campaign=true"):
+                                                           batch_per_device=16)))
+    with pytest.raises(CampaignError, match="batch_per_device: 32 -> 16.*new_campaign=true"):
         campaign.load_campaign(smaller)

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import REPO, child_env, descendants, free_port, mllog_events, quick_settings, run_submission
+from conftest import (QUICK_BATCH, REPO, child_env, descendants, free_port, mllog_events, quick_settings,
+                      run_submission)
 from submission.compliance import check_path
 from submission.config import parse_overrides, resolve
 from submission.data import ffcv_loaders
@@ -28,7 +29,7 @@ def test_ddp_ranks_agree_and_eval_counts_each_image_once(tmp_path, cache_dir):
     logged accuracy equals a single-process evaluation of the same (EMA) weights."""
     cfg = resolve(None, parse_overrides(quick_settings(
         tmp_path, cache_dir, procs_per_node=2, target_accuracy=0.99, eval_limit=401)))
-    assert cfg.world_size == 2 and cfg.global_batch_size == 128
+    assert cfg.world_size == 2 and cfg.global_batch_size == 2 * QUICK_BATCH
     data = prepare(cfg)
     data.save(tmp_path / "data.json")
     (tmp_path / "config.json").write_text(json.dumps(cfg.to_dict()))
@@ -52,7 +53,7 @@ def test_ddp_ranks_agree_and_eval_counts_each_image_once(tmp_path, cache_dir):
 
     events = mllog_events(result)
     logged = [e["value"] for e in events if e["key"] == "eval_accuracy"][-1]
-    assert [e["value"] for e in events if e["key"] == "global_batch_size"] == [128]
+    assert [e["value"] for e in events if e["key"] == "global_batch_size"] == [2 * QUICK_BATCH]
     # the logged world is the launched one: 2 CPU processes on 1 node, no accelerator
     assert [e["value"] for e in events if e["key"] == "number_of_nodes"] == [1]
     assert [e["value"] for e in events if e["key"] == "accelerators_per_node"] == [0]
@@ -87,7 +88,7 @@ def test_two_nodes_on_loopback_write_one_result(tmp_path, cache_dir):
     result = tmp_path / "node0" / "2xlocal_cpu" / "resnet" / "result_0.txt"
     events = mllog_events(result)
     assert [e["value"] for e in events if e["key"] == "number_of_nodes"] == [2]
-    assert [e["value"] for e in events if e["key"] == "global_batch_size"] == [128]
+    assert [e["value"] for e in events if e["key"] == "global_batch_size"] == [2 * QUICK_BATCH]
     assert [e["value"] for e in events if e["key"] == "submission_platform"] == ["2xlocal_cpu"]
     assert not (tmp_path / "node1" / "2xlocal_cpu" / "resnet").exists()   # only rank 0 logs
 
@@ -97,7 +98,8 @@ def test_mild_learns_fashion_mnist_and_an_unreached_target_is_aborted(tmp_path, 
     reach ends the run at its epoch budget with run_stop status aborted."""
     results = tmp_path / "results"
     done = run_submission("run", *quick_settings(results, cache_dir, runs=1, seeds="5",
-                                                 train_limit=2560, epochs=1.0, eval_every_epochs=0.5,
+                                                 train_limit=2560, eval_limit=400, batch_per_device=64,
+                                                 epochs=1.0, eval_every_epochs=0.5,
                                                  target_accuracy=0.99, warmup="true"))
     assert done.returncode == 1, done.stdout + done.stderr     # the run did not reach its target
     assert "ABORTED: target not reached" in done.stdout
@@ -203,7 +205,7 @@ def test_ranks_stop_together_and_a_diverged_rank_ends_the_run_as_diverged(tmp_pa
     (hook / "sitecustomize.py").write_text(SKEWED_RANK_1)
     cfg = resolve(None, parse_overrides(quick_settings(
         tmp_path, cache_dir, procs_per_node=2, max_run_minutes=5, progress_every_steps=5,
-        epochs=2.0, eval_every_epochs=1.0, warmup="false")))   # 20 steps of a global batch of 128
+        epochs=2.0, eval_every_epochs=1.0, warmup="false")))   # 20 steps of a global batch of 2 x 32
     data = prepare(cfg)
     data.save(tmp_path / "data.json")
     (tmp_path / "config.json").write_text(json.dumps(cfg.to_dict()))

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, child_env, free_port, mllog_events, quick_settings
+from conftest import QUICK_EVAL_IMAGES, QUICK_TRAIN_IMAGES, REPO, child_env, free_port, mllog_events, quick_settings
 from submission.config import parse_overrides, resolve
 from submission.data import fingerprint
 from submission.data.beton_cache import HEAD_BYTES, head_sha256
@@ -24,8 +24,8 @@ from submission.data.prepare import prepare
 
 pytestmark = pytest.mark.timeout(300)
 
-# quick_settings' train_limit (1280) and test_train.py's 2560: the session's cache has them
-SMALL, LARGE = 1280, 2560
+# quick_settings' train_limit and test_train.py's 2560: the session's cache has them
+SMALL, LARGE = QUICK_TRAIN_IMAGES, 2560
 
 
 def _config(tmp: Path, cache: Path, **extra):
@@ -44,7 +44,7 @@ def test_identical_data_agrees_and_the_facts_are_json(prepared):
     config, small, _ = prepared
     facts = fingerprint.fingerprint(small)
     assert json.loads(json.dumps(facts)) == facts
-    assert facts["train_samples"] == SMALL and facts["eval_samples"] == 400
+    assert facts["train_samples"] == SMALL and facts["eval_samples"] == QUICK_EVAL_IMAGES
     assert facts["num_classes"] == 10
     assert facts["train_file_bytes"] == Path(small.train_path).stat().st_size
     assert facts["eval_file_bytes"] == Path(small.val_path).stat().st_size

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, child_env, free_port, quick_settings
+from conftest import QUICK_BATCH, REPO, child_env, free_port, quick_settings
 from submission.compliance import check_path
 
 pytestmark = [pytest.mark.e2e, pytest.mark.loaders_interpreted, pytest.mark.timeout(600)]
@@ -83,7 +83,7 @@ def test_sbatch_runs_the_campaign_on_one_node_with_two_processes(tmp_path, cache
     result = folder / "resnet" / "result_0.txt"
     assert all(verdict.passed for verdict in check_path(result, ("2.0.0",)))
     assert json.loads((folder / "config.json").read_text())["derived"]["world_size"] == 2
-    assert mllog(result, "global_batch_size") == [128]          # 64 per process x 2
+    assert mllog(result, "global_batch_size") == [2 * QUICK_BATCH]    # 2 processes
     assert mllog(result, "number_of_nodes") == [1]
     assert len(mllog(result, "run_start")) == 1                  # rank 1 logs nothing
     assert not list(folder.glob("*.node*.json"))                 # no follower ran
@@ -125,7 +125,7 @@ def test_cancelled_job_resumes_when_resubmitted_two_tasks_as_two_nodes(tmp_path,
     assert "1: [campaign] node 1: campaign complete" in output
     result = folder / "resnet" / "result_0.txt"
     assert all(verdict.passed for verdict in check_path(result, ("2.0.0",)))
-    assert mllog(result, "number_of_nodes") == [2] and mllog(result, "global_batch_size") == [128]
+    assert mllog(result, "number_of_nodes") == [2] and mllog(result, "global_batch_size") == [2 * QUICK_BATCH]
     assert mllog(result, "submission_platform") == ["2xlocal_cpu"]
     assert [p.name for p in (folder / "attempts").iterdir()][0].startswith("result_0-")
     # node 1 wrote only its own settings and state beside node 0's results
