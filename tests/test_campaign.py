@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (REPO, campaign_from_a_terminal, child_env, descendants, quick_settings, run_submission,
-                      running, wait_for)
+from conftest import (REPO, campaign_from_a_terminal, child_env, descendants, mllog_events, quick_settings,
+                      run_submission, running, wait_for)
 from submission import campaign, runs
+from submission.compliance import check_path
 from submission.config import resolve
 from submission.jsonfile import write_json
 from submission.results import CampaignError, result_path, system_dir
@@ -30,12 +31,13 @@ def test_interrupted_campaign_resumes_and_packages(tmp_path, cache_dir):
     saying how to resume, neither the console nor the run's transcript shows a traceback,
     and nothing of the job is left running. Re-run: runs 1-2 untouched, the partial log kept
     aside, five complete runs, a package the official checker accepts, and our olympic score
-    equal to the official result summarizer's."""
+    equal to the official result summarizer's. The campaign is Medium's: its runs are also the
+    suite's end-to-end check of that recipe (its methods in the logs, both rulesets' checkers)."""
     results = tmp_path / "results"
     # a gate the scaled-down run passes at its first evaluation: this test is about
     # campaign mechanics, test_train.py is about learning
     # (a progress record every step: run 3 is stopped after its first, long before its evaluation)
-    args = ["run", *quick_settings(results, cache_dir, target_accuracy=0.05, package="true",
+    args = ["run", *quick_settings(results, cache_dir, recipe="medium", target_accuracy=0.05, package="true",
                                    org="TestOrg", seeds="11,12,13,14,15", progress_every_steps=1)]
     folder = results / "local_cpu"
     resnet, progress = folder / "resnet", folder / "progress"
@@ -83,6 +85,7 @@ def test_interrupted_campaign_resumes_and_packages(tmp_path, cache_dir):
                   for line in text.splitlines() if '"key": "seed"' in line}
         assert '"status": "success"' in text
     assert seeds == {11, 12, 13, 14, 15}
+    _medium_end_to_end(results / "local_cpu")
 
     # the package: official package checker and result summarizer
     package = results / "package" / "TestOrg"
@@ -100,11 +103,24 @@ def test_interrupted_campaign_resumes_and_packages(tmp_path, cache_dir):
     assert ours["score_minutes"] == pytest.approx(official, abs=1e-3)
 
     # resuming a complete campaign with other training settings is refused, nothing lost
-    changed = run_submission("run", *quick_settings(results, cache_dir, target_accuracy=0.06,
+    changed = run_submission("run", *quick_settings(results, cache_dir, recipe="medium", target_accuracy=0.06,
                                                     seeds="11,12,13,14,15"))
     assert changed.returncode == 1 and "target_accuracy: 0.05 -> 0.06" in changed.stderr
     for i, data in kept.items():
         assert (resnet / f"result_{i}.txt").read_bytes() == data
+
+
+def _medium_end_to_end(folder: Path):
+    """Medium's run as the recipe defines it: MixUp and SAM named in the logs, SAM's interval in
+    the campaign's settings, the logs accepted by both rulesets' checkers."""
+    from submission.results import read_campaign
+    result = folder / "resnet" / "result_0.txt"
+    assert all(v.passed for v in check_path(result, ("2.0.0", "4.0.0")))
+    recipe_events = [e for e in mllog_events(result) if e["key"] == "recipe"]
+    assert [e["value"] for e in recipe_events] == ["medium"]
+    methods = recipe_events[0]["metadata"]["methods"]
+    assert "MixUp (alpha 0.2)" in methods and "SAM (rho 0.5, every 10th step)" in methods
+    assert read_campaign(folder).settings["sam_interval"] == 10
 
 
 @pytest.mark.e2e

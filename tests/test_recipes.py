@@ -1,18 +1,14 @@
 """Every recipe's published values (Mild, the baseline, Medium, Hot), the scale_schedule_ratio
-ranges, the plan and step Medium and Hot give, and real runs of each through the campaign."""
+ranges, the plan and step Medium and Hot give (their real runs through the campaign: below)."""
 from __future__ import annotations
-
 
 import numpy as np
 import pytest
 import torch
 
-from conftest import mllog_events, quick_settings, run_submission
 from submission import config
-from submission.compliance import check_path
 from submission.config import ConfigError, load_recipe, resolve
 from submission.methods.stochastic_depth import StochasticBottleneck
-from submission.results import read_campaign
 from submission.run_plan import RunPlan
 from submission.show_settings import describe_settings
 from submission.step import build_step
@@ -156,24 +152,6 @@ def test_the_hot_step_trains_at_the_planned_side_with_sam_passes():
     assert seen[-1] == (8, 3, 30, 30)
 
 
-def _run_recipe(tmp_path, cache_dir, recipe: str, **extra):
-    results = tmp_path / "results"
-    done = run_submission("run", *quick_settings(results, cache_dir, recipe=recipe, runs=1, seeds="6",
-                                                 target_accuracy=0.05, **extra))
-    assert done.returncode == 0, done.stdout + done.stderr
-    result = results / "local_cpu" / "resnet" / "result_0.txt"
-    assert all(v.passed for v in check_path(result, ("2.0.0", "4.0.0")))
-    recipe_events = [e for e in mllog_events(result) if e["key"] == "recipe"]
-    assert [e["value"] for e in recipe_events] == [recipe]
-    return recipe_events[0]["metadata"]["methods"], read_campaign(results / "local_cpu"), done.stdout
-
-
-@pytest.mark.loaders_interpreted
-@pytest.mark.e2e
-def test_medium_runs_end_to_end_and_its_logs_name_the_methods(tmp_path, cache_dir):
-    methods, campaign, _ = _run_recipe(tmp_path, cache_dir, "medium")
-    assert "MixUp (alpha 0.2)" in methods and "SAM (rho 0.5, every 10th step)" in methods
-    assert campaign.settings["sam_interval"] == 10
-
-
-# Hot's whole run on the torchvision loader: the resumed run of test_interrupt.py's Hot campaigns
+# Medium's whole run: the interrupted five-run campaign of test_campaign.py is Medium's.
+# Hot's whole run on the torchvision loader: the resumed run of test_interrupt.py's Hot campaigns.
+# The baseline's: the two-run campaign of test_tracking.py is the baseline's.

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import child_env, quick_settings, run_submission
+from conftest import child_env, mllog_events, quick_settings, run_submission
 from submission import preflight, tracking
 from submission.config import ConfigError, resolve
 from submission.energy import Energy
@@ -194,7 +194,9 @@ def test_wandb_offline_runs_keep_their_config_and_history_and_several_in_one_pro
 def test_a_campaign_writes_each_runs_events_and_wandb_run_and_a_failed_tracker_leaves_a_compliant_run(
         tmp_path, cache_dir):
     """Two runs to a target, watched by both trackers offline; run 2's event folder cannot be
-    made (a file holds its name), which it finds at its first evaluation, mid-run."""
+    made (a file holds its name), which it finds at its first evaluation, mid-run. The runs are
+    the baseline recipe's: the suite's end-to-end check of it (cross-entropy, no EMA or BlurPool,
+    both rulesets' checkers)."""
     pytest.importorskip("wandb", reason="the test command installs the [wandb] extra")
     from submission.compliance import check_path
     from wandb_records import offline_run
@@ -203,8 +205,11 @@ def test_a_campaign_writes_each_runs_events_and_wandb_run_and_a_failed_tracker_l
     (system / "tensorboard").mkdir(parents=True)
     (system / "tensorboard" / "run_1").write_text("not a folder")
     env = child_env(WANDB_MODE="offline")
+    # quick_settings scales Mild's EMA down; the baseline has none
     done = run_submission("run", *quick_settings(results, cache_dir, runs=2, seeds="3,4", target_accuracy=0.05,
-                                                 progress_every_steps=2, tracker="tensorboard,wandb"), env=env)
+                                                 progress_every_steps=2, tracker="tensorboard,wandb",
+                                                 recipe="baseline", ema_half_life_batches=0, train_resolution=32,
+                                                 eval_resolution=32, eval_resize=36), env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     output = done.stdout + done.stderr
     assert output.count("TensorBoard stopped tracking this run") == 1, output
@@ -228,6 +233,20 @@ def test_a_campaign_writes_each_runs_events_and_wandb_run_and_a_failed_tracker_l
         pytest.approx([r["accuracy"] for r in read_progress(system / "progress" / "run_1.jsonl")
                        if r["kind"] == "eval"])
     assert all(v.passed for v in check_path(system / "resnet" / "result_1.txt", ("2.0.0",)))
+    _baseline_end_to_end(system)
+
+
+def _baseline_end_to_end(system: Path):
+    """recipe=baseline (CE loss, no EMA, BlurPool or progressive resizing) is a real path."""
+    from submission.compliance import check_path
+    from submission.results import read_campaign
+    result = system / "resnet" / "result_0.txt"
+    assert all(v.passed for v in check_path(result, ("2.0.0", "4.0.0")))
+    # no opt_* keys: they would name an SGD the recipe's decoupled SGDW is not
+    assert not [e["key"] for e in mllog_events(result) if e["key"].startswith("opt_")]
+    config = read_campaign(system).settings
+    assert config["recipe"] == "baseline" and config["loss"] == "cross_entropy"
+    assert not config["blurpool"] and config["ema_half_life_batches"] == 0
 
 
 def test_a_grid_asking_for_wandb_without_an_account_is_refused_before_it_writes(tmp_path, monkeypatch, capsys):

@@ -116,26 +116,6 @@ def test_mild_learns_fashion_mnist_and_an_unreached_target_is_aborted(tmp_path, 
 
 
 @pytest.mark.loaders_interpreted
-def test_baseline_recipe_runs_end_to_end(tmp_path, cache_dir):
-    """recipe=baseline (CE loss, no EMA, BlurPool or progressive resizing) is a real path."""
-    results = tmp_path / "results"
-    # quick_settings scales Mild's EMA down; the baseline has none
-    done = run_submission("run", *quick_settings(results, cache_dir, recipe="baseline", runs=1,
-                                                 seeds="8", target_accuracy=0.05,
-                                                 ema_half_life_batches=0,
-                                                 train_resolution=32, eval_resolution=32,
-                                                 eval_resize=36, epochs=0.25, warmup_epochs=0.05))
-    assert done.returncode == 0, done.stdout + done.stderr
-    result = results / "local_cpu" / "resnet" / "result_0.txt"
-    assert all(v.passed for v in check_path(result, ("2.0.0", "4.0.0")))
-    # no opt_* keys: they would name an SGD the recipe's decoupled SGDW is not
-    assert not [e["key"] for e in mllog_events(result) if e["key"].startswith("opt_")]
-    config = json.loads((results / "local_cpu" / "campaign.json").read_text())["config"]["settings"]
-    assert config["recipe"] == "baseline" and config["loss"] == "cross_entropy"
-    assert not config["blurpool"] and config["ema_half_life_batches"] == 0
-
-
-@pytest.mark.loaders_interpreted
 def test_a_dead_rank_fails_the_run_without_hanging(tmp_path, cache_dir):
     """SIGKILL one of two ranks mid-run: the campaign stops with a clear message, the
     partial log ends with run_stop aborted or stays incomplete, never a result file."""
