@@ -80,10 +80,8 @@ def test_interrupted_campaign_resumes_and_packages(tmp_path, cache_dir):
 
     seeds = set()
     for i in range(5):
-        text = (resnet / f"result_{i}.txt").read_text()
-        seeds |= {json.loads(line.split(":::MLLOG ", 1)[1])["value"]
-                  for line in text.splitlines() if '"key": "seed"' in line}
-        assert '"status": "success"' in text
+        seeds |= {e["value"] for e in mllog_events(resnet / f"result_{i}.txt") if e["key"] == "seed"}
+        assert '"status": "success"' in (resnet / f"result_{i}.txt").read_text()
     assert seeds == {11, 12, 13, 14, 15}
     _medium_end_to_end(results / "local_cpu")
 

@@ -3,7 +3,6 @@ EventAccumulator) and W&B (an offline run of the real wandb package), a failing 
 line and is dropped, and what cannot run here is refused before anything is written."""
 from __future__ import annotations
 
-import json
 import math
 import os
 from pathlib import Path
@@ -222,8 +221,7 @@ def test_a_campaign_writes_each_runs_events_and_wandb_run_and_a_failed_tracker_l
     assert len(windows) >= 2 and top1
     assert [s for s, _ in series["throughput/samples_per_sec"]] == [r["step"] for r in windows]
     assert [v for _, v in series["metrics/eval/top1"]] == pytest.approx(top1)
-    logged = [json.loads(line.split(":::MLLOG ", 1)[1])["value"] for line in
-              (system / "resnet" / "result_0.txt").read_text().splitlines() if '"key": "eval_accuracy"' in line]
+    logged = [e["value"] for e in mllog_events(system / "resnet" / "result_0.txt") if e["key"] == "eval_accuracy"]
     assert series["metrics/eval/top1"][-1][1] == pytest.approx(logged[-1], abs=1e-6)
 
     runs = sorted((offline_run(f) for f in (system / "wandb").glob("offline-run-*")), key=lambda r: r["name"])

@@ -120,13 +120,14 @@ def leave_stop_signals_to_the_trainer(worker_id: int, trainer: int) -> None:
     bound when the loader is built: under the forkserver and spawn start methods a worker's
     parent is not the trainer."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if hasattr(signal, "sigwaitinfo"):
+    waits_for_sigterm = hasattr(signal, "sigwaitinfo")
+    if waits_for_sigterm:
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
         threading.Thread(target=_end_on_sigterm_from, args=(trainer,), daemon=True,
                          name="sigterm-from-trainer").start()
     # forked with both blocked (TrainLoader._batches): what came before this point is now
     # ignored (SIGINT) or waited for (SIGTERM)
-    unblocked = {signal.SIGINT} if hasattr(signal, "sigwaitinfo") else {signal.SIGINT, signal.SIGTERM}
+    unblocked = {signal.SIGINT} if waits_for_sigterm else {signal.SIGINT, signal.SIGTERM}
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, unblocked)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import QUICK_BATCH, REPO, child_env, free_port, quick_settings
+from conftest import QUICK_BATCH, REPO, child_env, free_port, mllog_events, quick_settings
 from submission.compliance import check_path
 
 pytestmark = [pytest.mark.e2e, pytest.mark.loaders_interpreted, pytest.mark.timeout(600)]
@@ -63,8 +63,7 @@ def sbatch(env, output: Path, *args: str, wait: bool = True) -> subprocess.Compl
 
 
 def mllog(path: Path, key: str) -> list:
-    return [json.loads(line.split(":::MLLOG ", 1)[1])["value"] for line in
-            path.read_text().splitlines() if f'"key": "{key}"' in line]
+    return [event["value"] for event in mllog_events(path) if event["key"] == key]
 
 
 def test_sbatch_runs_the_campaign_on_one_node_with_two_processes(tmp_path, cache_dir, slurm):

@@ -14,7 +14,7 @@ import urllib.request
 
 import pytest
 
-from conftest import campaign_from_a_terminal, free_port, quick_settings, run_submission, wait_for
+from conftest import campaign_from_a_terminal, free_port, mllog_events, quick_settings, run_submission, wait_for
 from submission.config import ConfigError, resolve
 from submission.run_plan import RunPlan
 from submission.tradeoff.grid import load_grid
@@ -43,8 +43,7 @@ def _folder(tmp_path):
 
 
 def _mllog(path, key):
-    return [json.loads(line.split(":::MLLOG ", 1)[1]) for line in path.read_text().splitlines()
-            if f'"key": "{key}"' in line]
+    return [event for event in mllog_events(path) if event["key"] == key]
 
 
 def _points_trained_their_whole_budget_and_logged_every_evaluation(tmp_path, cache_dir, output: str):
