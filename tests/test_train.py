@@ -15,6 +15,7 @@ from conftest import (QUICK_BATCH, REPO, child_env, descendants, free_port, mllo
 from submission.compliance import check_path
 from submission.config import parse_overrides, resolve
 from submission.data import ffcv_loaders
+from submission.data.data_json import PreparedData
 from submission.data.prepare import prepare
 from submission.model import model_from_config
 from submission.step import autocast_for
@@ -93,26 +94,77 @@ def test_two_nodes_on_loopback_write_one_result(tmp_path, cache_dir):
     assert not (tmp_path / "node1" / "2xlocal_cpu" / "resnet").exists()   # only rank 0 logs
 
 
-def test_mild_learns_fashion_mnist_and_an_unreached_target_is_aborted(tmp_path, cache_dir):
-    """A real scaled-down Mild run learns (well above the 10% of chance); a target out of
-    reach ends the run at its epoch budget with run_stop status aborted."""
+# Loaded in each of torchrun's workers (LOCAL_RANK is theirs) of the run below: every .beton the
+# trainer opens, every FFCV Reader it makes, and run_start, in order
+ORDER_TRACE = '''
+import os
+if "LOCAL_RANK" in os.environ:
+    import json, sys
+    _trace = os.environ["ORDER_TRACE"]
+
+    def _note(kind, what=""):
+        with open(_trace, "a") as out:
+            out.write(json.dumps([kind, str(what)]) + "\\n")
+
+    def _audit(event, args):
+        if event == "open" and args and str(args[0]).endswith(".beton"):
+            _note("open", args[0])
+
+    sys.addaudithook(_audit)
+    import ffcv.reader
+    from submission import mlperf_log
+    _reader_init, _run_start = ffcv.reader.Reader.__init__, mlperf_log.RunLog.init_stop_run_start
+
+    def _reader(self, fname, *args, **kwargs):
+        _note("read", fname)
+        return _reader_init(self, fname, *args, **kwargs)
+
+    def _started(self):
+        _note("run_start")
+        return _run_start(self)
+
+    ffcv.reader.Reader.__init__, mlperf_log.RunLog.init_stop_run_start = _reader, _started
+'''
+
+
+@pytest.mark.loaders_interpreted     # learning and the order of reads are asserted, not decoding speed
+def test_mild_learns_fashion_mnist_reads_no_data_before_run_start_and_an_unreached_target_is_aborted(
+        tmp_path, cache_dir):
+    """A real scaled-down Mild run with its warm-up: before run_start its trainer opens only the
+    synthetic files, the training and validation .beton files (FFCV's Reader reads their labels)
+    only after; it learns (well above the 10% of chance); a target out of reach ends the run at
+    its epoch budget with run_stop status aborted."""
     results = tmp_path / "results"
+    hook, trace = tmp_path / "hook", tmp_path / "trace.jsonl"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(ORDER_TRACE)
     # its own data and batch: what the accuracy bound below was measured with
     done = run_submission("run", *quick_settings(results, cache_dir, runs=1, seeds="5",
                                                  train_limit=2560, eval_limit=400, batch_per_device=64,
                                                  epochs=1.0, eval_every_epochs=0.5,
-                                                 target_accuracy=0.99, warmup="true"))
+                                                 target_accuracy=0.99, warmup="true"),
+                          env=child_env(PYTHONPATH=f"{hook}:{REPO}", ORDER_TRACE=str(trace)))
     assert done.returncode == 1, done.stdout + done.stderr     # the run did not reach its target
     assert "ABORTED: target not reached" in done.stdout
     assert "warm-up before run_start: 5 training sizes (16, 20, 24, 28, 32 px)" in done.stdout
-    events = mllog_events(results / "local_cpu" / "resnet" / "result_0.txt")
+    assert "loader warm-up before run_start" in done.stdout
+    folder = results / "local_cpu"
+    data = PreparedData.load(folder / "data.json")
+    events = [tuple(json.loads(line)) for line in trace.read_text().splitlines()]
+    start = events.index(("run_start", ""))
+    before, after = {what for _, what in events[:start]}, {what for _, what in events[start:]}
+    assert {data.synthetic_train_path, data.synthetic_val_path} <= before
+    assert data.train_path not in before and data.val_path not in before
+    assert {data.train_path, data.val_path} <= after
+
+    events = mllog_events(folder / "resnet" / "result_0.txt")
     accuracies = [e["value"] for e in events if e["key"] == "eval_accuracy"]
     # 40 steps from scratch: 0.27-0.54 measured here (2026-11-22/23) over repeated runs of
     # this very command (runs are not bit-reproducible on CPU); chance is 0.10
     assert accuracies[-1] >= 0.2, accuracies
     stop = [e for e in events if e["key"] == "run_stop"][0]
     assert stop["metadata"]["status"] == "aborted" and stop["metadata"]["epoch_num"] == 1.0
-    summary = json.loads((results / "local_cpu" / "summary.json").read_text())
+    summary = json.loads((folder / "summary.json").read_text())
     assert summary["valid"] is False
 
 

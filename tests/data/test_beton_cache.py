@@ -172,18 +172,20 @@ print("prepared", data.train_path, data.val_path, flush=True)
 
 
 @pytest.mark.e2e
+@pytest.mark.loaders_interpreted     # the writing and the lock are asserted: no loader runs here
 def test_processes_sharing_a_cache_write_each_file_once(tmp_path):
     """Two processes preparing the same images at once into one cache folder (a SLURM job
     array's tasks): each .beton is written by one of them; the other waits for it, saying
     for whom, and reuses it. Before, both wrote the same file, each under its own name."""
     import subprocess
     import sys
-    from conftest import REPO, wait_for
+    from conftest import REPO, child_env, wait_for
     root, cache, cue = tmp_path / "d", tmp_path / "cache", tmp_path / "go"
     make_nested(root, train_counts=(30, 30, 30), val_counts=(5, 5, 5))
     outputs = [tmp_path / f"process-{i}.out" for i in (0, 1)]
     processes = [subprocess.Popen([sys.executable, "-c", _PREPARE_ON_CUE, root, cache, cue], cwd=REPO,
-                                  stdout=out.open("w"), stderr=subprocess.STDOUT) for out in outputs]
+                                  stdout=out.open("w"), stderr=subprocess.STDOUT, env=child_env())
+                 for out in outputs]
     try:
         wait_for(lambda: all("ready" in out.read_text() for out in outputs), 120, "both processes")
         cue.touch()
