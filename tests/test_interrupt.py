@@ -20,8 +20,8 @@ from submission.results import read_campaign
 
 pytestmark = [pytest.mark.e2e, pytest.mark.loaders_interpreted, pytest.mark.timeout(900)]
 
-# five steps of 32 images, evaluated once at the end: the run is stopped after its first
-# step, and the campaign run again reaches the 5% gate at that evaluation
+# five steps of 32 images, evaluated once at the end: each stopped attempt is stopped after its
+# first step, and the campaign run a third time reaches the 5% gate at that evaluation
 FEW_STEPS = dict(train_limit=160, batch_per_device=32, epochs=1, eval_every_epochs=1,
                  eval_limit=200, progress_every_steps=1, target_accuracy=0.05, runs=1, seeds="7")
 
@@ -44,19 +44,37 @@ def _slurm_stop(campaign: subprocess.Popen) -> None:
 
 
 # Mild's Ctrl-C inside a run (FFCV's threads) is test_campaign.py's interrupted campaign
-@pytest.mark.parametrize("recipe, stop", [("hot", _ctrl_c), ("hot", _slurm_stop)],
-                         ids=["hot-ctrl-c", "hot-slurm-sigterm"])
-def test_an_interrupted_run_logs_interrupted_shows_no_traceback_and_resumes(tmp_path, cache_dir,
-                                                                            recipe, stop):
+def test_a_run_stopped_by_ctrl_c_then_by_slurm_logs_interrupted_each_time_and_resumes(tmp_path, cache_dir):
+    """Hot's run stopped by Ctrl-C; the same command again, stopped as SLURM stops a job; the
+    same command a third time completes the campaign, both stopped attempts kept aside."""
     results = tmp_path / "results"
-    args = ["run", *quick_settings(results, cache_dir, recipe=recipe, **FEW_STEPS)]
+    args = ["run", *quick_settings(results, cache_dir, recipe="hot", **FEW_STEPS)]
     folder = results / "local_cpu"
+    for stop in (_ctrl_c, _slurm_stop):
+        _stopped_after_its_first_step(args, folder, stop)
+
+    again = run_submission(*args)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert "run 1 was incomplete" in again.stdout
+    text = (folder / "resnet" / "result_0.txt").read_text()
+    assert '"status": "success"' in text
+    logs = [p.name for p in (folder / "attempts").iterdir() if p.is_file()]
+    assert len(logs) == 2 and all(name.startswith("result_0-") for name in logs), logs
+    _hot_ran_end_to_end_on_the_torchvision_loader(folder)
+
+
+def _stopped_after_its_first_step(args: list[str], folder, stop) -> None:
+    """The campaign started as a terminal starts it and stopped by `stop` once its run has made
+    its first step: the log ends run_stop aborted "interrupted", the console ends with the
+    campaign's one line, neither it nor the run's transcript shows a traceback, and nothing of
+    the job is left running."""
     partial = folder / "resnet" / "result_0.txt.partial"
     records = folder / "progress" / "run_0.jsonl"
+    before = records.read_text() if records.is_file() else None   # an earlier attempt's
     job: list[int] = []
     with campaign_from_a_terminal(*args) as campaign:
         deadline = time.monotonic() + 400
-        while not (records.is_file() and '"window"' in records.read_text()):
+        while not (records.is_file() and (now := records.read_text()) != before and '"window"' in now):
             assert campaign.poll() is None, campaign.stdout.read()
             assert time.monotonic() < deadline, "the run's first step did not come"
             time.sleep(0.2)
@@ -80,14 +98,6 @@ def test_an_interrupted_run_logs_interrupted_shows_no_traceback_and_resumes(tmp_
     while any(running(pid) for pid in job):
         assert time.monotonic() < deadline, f"left running: {[p for p in job if running(p)]}"
         time.sleep(0.2)
-
-    again = run_submission(*args)
-    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
-    assert "run 1 was incomplete" in again.stdout
-    text = (folder / "resnet" / "result_0.txt").read_text()
-    assert '"status": "success"' in text
-    assert [p.name for p in (folder / "attempts").iterdir()][0].startswith("result_0-")
-    _hot_ran_end_to_end_on_the_torchvision_loader(folder)
 
 
 def _hot_ran_end_to_end_on_the_torchvision_loader(folder):

@@ -237,8 +237,8 @@ def test_ranks_stop_together_and_a_diverged_rank_ends_the_run_as_diverged(tmp_pa
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(SKEWED_RANK_1)
     cfg = resolve(None, parse_overrides(quick_settings(
-        tmp_path, cache_dir, procs_per_node=2, max_run_minutes=5, progress_every_steps=5,
-        epochs=2.0, eval_every_epochs=1.0, warmup="false")))   # 20 steps of a global batch of 2 x 32
+        tmp_path, cache_dir, procs_per_node=2, max_run_minutes=5, progress_every_steps=5, batch_per_device=16,
+        epochs=1.0, eval_every_epochs=0.5, warmup="false")))   # 20 steps of a global batch of 2 x 16
     data = prepare(cfg)
     data.save(tmp_path / "data.json")
     (tmp_path / "config.json").write_text(json.dumps(cfg.to_dict()))
