@@ -49,7 +49,7 @@ os.environ.setdefault("NUMBA_OPT", "0")
 # whenever it compiles, and a dispatcher made while it is set would stay uncompiled. Numba
 # compiles, as in every user's run, for the tests in this process (the loaders' threads,
 # epochs left early) and in the processes of the tests about what it compiles and runs (the
-# warm-up's compiled pipelines and buffers, FFCV's threads beside torch's, the one-CPU tests).
+# warm-up's compiled pipelines and buffers, the one-CPU tests).
 LOADERS_INTERPRETED = {"NUMBA_DISABLE_JIT": "1"}
 _started_interpreted = False     # the test running now is marked loaders_interpreted
 

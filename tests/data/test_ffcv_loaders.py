@@ -103,12 +103,13 @@ def test_ffcv_leaves_torch_threads_to_the_run(nested, tmp_path):
     import json
     import subprocess
     import sys
-    from conftest import GPUS_HIDDEN, REPO
+    from conftest import GPUS_HIDDEN, LOADERS_INTERPRETED, REPO
     _, _, _, data = nested
     (tmp_path / "probe.py").write_text(THREADS_PROBE)
+    # FFCV sets the threads in Python (Compiler.set_num_threads), whether numba compiles or not
     done = subprocess.run([sys.executable, str(tmp_path / "probe.py"), data.train_path, data.val_path,
-                           str(data.eval_samples)], cwd=REPO, capture_output=True, text=True,
-                          timeout=300, env={"PYTHONPATH": str(REPO), "PATH": "", **GPUS_HIDDEN})
+                           str(data.eval_samples)], cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env={"PYTHONPATH": str(REPO), "PATH": "", **GPUS_HIDDEN, **LOADERS_INTERPRETED})
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == {
         "ffcv imported": 1, "bench": True, "built": 3, "epochs": 3}
