@@ -120,6 +120,18 @@ def mllog_events(path: Path) -> list[dict]:
             for line in path.read_text().splitlines() if ":::MLLOG " in line]
 
 
+def first_run_of(folder: Path, recipe: str) -> tuple[list[str], dict]:
+    """A campaign's first run as its recipe defines it: a log both rulesets' checkers accept,
+    naming `recipe`. Its methods as logged, and the campaign's settings."""
+    from submission.compliance import check_path
+    from submission.results import read_campaign
+    result = folder / "resnet" / "result_0.txt"
+    assert all(verdict.passed for verdict in check_path(result, ("2.0.0", "4.0.0")))
+    (event,) = [e for e in mllog_events(result) if e["key"] == "recipe"]
+    assert event["value"] == recipe, event
+    return event["metadata"]["methods"], read_campaign(folder).settings
+
+
 def run_submission(*args: str, timeout: float = 600, **kwargs) -> subprocess.CompletedProcess:
     kwargs.setdefault("env", child_env())
     return subprocess.run([sys.executable, "-m", "submission", *args], cwd=REPO,

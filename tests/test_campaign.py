@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (REPO, campaign_from_a_terminal, child_env, descendants, mllog_events, quick_settings,
-                      run_submission, running, wait_for)
+from conftest import (REPO, campaign_from_a_terminal, child_env, descendants, first_run_of, mllog_events,
+                      quick_settings, run_submission, running, wait_for)
 from submission import campaign, runs
-from submission.compliance import check_path
 from submission.config import resolve
 from submission.jsonfile import write_json
 from submission.results import CampaignError, result_path, system_dir
@@ -111,14 +110,9 @@ def test_interrupted_campaign_resumes_and_packages(tmp_path, cache_dir):
 def _medium_end_to_end(folder: Path):
     """Medium's run as the recipe defines it: MixUp and SAM named in the logs, SAM's interval in
     the campaign's settings, the logs accepted by both rulesets' checkers."""
-    from submission.results import read_campaign
-    result = folder / "resnet" / "result_0.txt"
-    assert all(v.passed for v in check_path(result, ("2.0.0", "4.0.0")))
-    recipe_events = [e for e in mllog_events(result) if e["key"] == "recipe"]
-    assert [e["value"] for e in recipe_events] == ["medium"]
-    methods = recipe_events[0]["metadata"]["methods"]
+    methods, settings = first_run_of(folder, "medium")
     assert "MixUp (alpha 0.2)" in methods and "SAM (rho 0.5, every 10th step)" in methods
-    assert read_campaign(folder).settings["sam_interval"] == 10
+    assert settings["sam_interval"] == 10
 
 
 @pytest.mark.e2e

@@ -13,10 +13,8 @@ import time
 
 import pytest
 
-from conftest import (campaign_from_a_terminal, descendants, mllog_events, quick_settings, run_submission,
+from conftest import (campaign_from_a_terminal, descendants, first_run_of, quick_settings, run_submission,
                       running)
-from submission.compliance import check_path
-from submission.results import read_campaign
 
 pytestmark = [pytest.mark.e2e, pytest.mark.loaders_interpreted, pytest.mark.timeout(900)]
 
@@ -101,13 +99,11 @@ def _stopped_after_its_first_step(args: list[str], folder, stop) -> None:
 
 
 def _hot_ran_end_to_end_on_the_torchvision_loader(folder):
-    """The resumed run is Hot's whole run to its gate (test_recipes.py runs Mild's, Medium's
-    and the baseline's): a log both rulesets' checkers accept, naming Hot's methods, trained
-    on the torchvision loader RandAugment needs."""
-    result = folder / "resnet" / "result_0.txt"
-    assert all(verdict.passed for verdict in check_path(result, ("2.0.0", "4.0.0")))
-    (recipe,) = [event for event in mllog_events(result) if event["key"] == "recipe"]
-    assert recipe["value"] == "hot"
+    """The resumed run is Hot's whole run to its gate (Mild's is test_train.py's learning run,
+    Medium's test_campaign.py's five-run campaign, the baseline's test_tracking.py's): a log
+    both rulesets' checkers accept, naming Hot's methods, trained on the torchvision loader
+    RandAugment needs."""
+    methods, settings = first_run_of(folder, "hot")
     for method in ("RandAugment", "stochastic depth", "ColOut"):
-        assert any(m.startswith(method) for m in recipe["metadata"]["methods"]), recipe
-    assert read_campaign(folder).settings["train_loader"] == "torchvision"
+        assert any(m.startswith(method) for m in methods), methods
+    assert settings["train_loader"] == "torchvision"
