@@ -199,10 +199,26 @@ VERBS: dict[str, Callable[[list[str]], int]] = {
 
 
 
+HELP_WORDS = ("-h", "--help", "help")
+
+
+def _usage_lines() -> list[str]:
+    """This module's usage table: one line a command, its words and what it does."""
+    return [line.strip() for line in __doc__.splitlines() if line.startswith("  ") and line.strip()]
+
+
+def commands() -> str:
+    """Every command with what it does, for `python -m submission --help` (or -h, help)."""
+    return ("usage: python -m submission COMMAND [key=value ...]   (./run_and_time.sh runs `run`)\n\n"
+            "commands:\n" + "\n".join(f"  {line}" for line in _usage_lines())
+            + "\n\n`python -m submission COMMAND --help`: the command's own options; "
+            "`python -m submission settings`: every setting, its value and meaning.")
+
+
 def usage(verb: str) -> str:
     """The verb's line of this module's usage, and its options from their declaration."""
-    line = next((l for l in __doc__.splitlines() if l.strip().startswith(verb + " ") or l.strip() == verb), "")
-    return f"python -m submission {line.strip()}\n\n{help_text(verb)}"
+    line = next((l for l in _usage_lines() if l.startswith(verb + " ") or l == verb), "")
+    return f"python -m submission {line}\n\n{help_text(verb)}"
 
 
 def _advice(exc: OSError) -> str:
@@ -217,8 +233,15 @@ def _advice(exc: OSError) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    verb = argv.pop(0) if argv and argv[0] in VERBS else "run"
+    named = bool(argv) and argv[0] in VERBS
+    verb = argv.pop(0) if named else "run"
     try:
+        if not named and argv and argv[0] in HELP_WORDS:      # no command named: list them
+            if argv[0] == "help" and len(argv) > 1 and argv[1] in VERBS:
+                print(usage(argv[1]))                          # `help VERB`, as `VERB --help`
+            else:
+                print(commands())
+            return 0
         if set(argv) & {"-h", "--help"}:
             print(usage(verb))
             return 0
@@ -226,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
                 and not argv[0].startswith("-"):
             close = difflib.get_close_matches(argv[0].lower(), VERBS, n=1)
             raise ConfigError(f"unknown command {argv[0]!r}" + (f" (did you mean {close[0]}?)" if close else "")
-                              + f". Commands: {', '.join(VERBS)}; `python -m submission --help` "
+                              + f". Commands: {', '.join(VERBS)}; `python -m submission help` "
                               "says what each does")
         return VERBS[verb](argv)
     except KeyboardInterrupt:

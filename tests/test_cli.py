@@ -42,6 +42,23 @@ def test_help_is_usage_not_an_error(capsys, verb):
     assert f"options of {verb}" in out or f"{verb} has no options of its own" in out
 
 
+@pytest.mark.parametrize("words", [["--help"], ["-h"], ["help"]])
+def test_help_without_a_command_lists_every_command_with_what_it_does(capsys, words):
+    assert cli.main(words) == 0
+    out = capsys.readouterr().out
+    listed = [line.split()[0] for line in out.splitlines() if line.startswith("  ")]
+    assert listed == list(cli.VERBS)
+    assert "  score RESULTS_DIR" in out and "olympic score" in out and "COMMAND --help" in out
+    assert "options of run" not in out
+
+
+def test_help_with_a_command_gives_its_options(capsys):
+    assert cli.main(["help", "score"]) == 0
+    assert "options of score" in capsys.readouterr().out
+    assert cli.main(["run", "--help"]) == 0         # ./run_and_time.sh --help
+    assert "options of run" in capsys.readouterr().out
+
+
 def test_compare_given_one_systems_folder_points_to_score(tmp_path, capsys):
     system = tmp_path / "local_cpu_2c"
     (system / "resnet").mkdir(parents=True)

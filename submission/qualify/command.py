@@ -1,6 +1,8 @@
 """`python -m submission qualify [minutes=M] [data_dir=DIR] [out=DIR] [recipes=mild,medium,hot]
-[key=value ...]`: the parts of plan.py run one after another inside the budget, each as its own
-process, and the folder of record.py written from what they measured."""
+[key=value ...]`: the data checked once, then the parts of plan.py one after another inside the
+budget, each as its own process, and the folder of record.py written from what they measured.
+Exit status: 0 when every part ran or was left out for the budget, 1 when a part failed or none
+was measured, 2 for refused settings or data (nothing written), 130 when interrupted."""
 from __future__ import annotations
 
 import datetime
@@ -58,7 +60,9 @@ class Qualify:
 
     def __init__(self, options: dict, overrides: dict[str, str]):
         self.began = time.monotonic()
-        self.overrides = overrides
+        # results_dir places the record (under results_dir/qualify/, as out= does); the parts
+        # never get it: the short campaign runs in qualify's scratch folder, not among a user's results
+        self.overrides = {k: v for k, v in overrides.items() if k != "results_dir"}
         given_data = overrides.get("data_dir", "")
         if given_data and not Path(given_data).is_dir():
             raise ConfigError(f"data_dir={given_data} is not a folder: give an ImageNet-format folder "
@@ -101,6 +105,13 @@ class Qualify:
             write_folder(self.data_dir, shape)
             marker.write_text(shape.describe())
         return f"{shape.describe()} (made by qualify: submission/data/synthetic_images.py)"
+
+    def check_data(self) -> None:
+        """Prepare the data every part reads, once, before any part: images that cannot go
+        through the pipeline are refused here (a ConfigError naming them and
+        skip_bad_images=true) rather than by each part in turn; the parts reuse the .beton files."""
+        from ..data.prepare import prepare
+        prepare(resolve(None, {**self.common, "recipe": self.recipes[0]}))
 
     # ---- the parts ------------------------------------------------------------------
     def argv(self, part: planned.Part) -> list[str]:
@@ -309,11 +320,12 @@ def main(words: list[str]) -> int:
     options, words = parse("qualify", words)
     overrides = parse_overrides(words)
     q = Qualify(options, overrides)
-    q.out.mkdir(parents=True, exist_ok=True)
     q.say(f"{q.device_type} scale, budget {q.minutes:g} min; the record goes to {q.out}")
+    data = q.make_data()
+    q.check_data()
+    q.out.mkdir(parents=True, exist_ok=True)
     interrupted = False
     with open(q.out / record.LOG, "w") as log:
-        data = q.make_data()
         for part in planned.parts(q.device_type, q.recipes):
             if interrupted:
                 q.outcomes.append(record.PartOutcome(part.name, "", record.LEFT_OUT, q.estimates.of(part),
@@ -326,8 +338,10 @@ def main(words: list[str]) -> int:
                 q.outcomes.append(record.PartOutcome(part.name, "", record.STOPPED, q.estimates.of(part),
                                                      note="interrupted (Ctrl-C)"))
     path = q.write_record(data)
-    left_out = [o.name for o in q.outcomes if o.status != record.DONE]
-    q.say(f"done in {(time.monotonic() - q.began) / 60:.2f} min of {q.minutes:g}"
-          + (f"; not measured: {', '.join(left_out)}" if left_out else ""))
     q.say(f"record: {path}")
-    return 130 if interrupted else 0
+    q.say(f"done in {(time.monotonic() - q.began) / 60:.2f} min of {q.minutes:g}; "
+          + record.outcomes_line(q.outcomes))
+    if interrupted:
+        return 130
+    measured = any(o.status == record.DONE for o in q.outcomes)
+    return 0 if measured and not any(o.status == record.FAILED for o in q.outcomes) else 1

@@ -38,6 +38,15 @@ class PartOutcome:
     note: str = ""               # why it failed or was left out
 
 
+def outcomes_line(parts: list[PartOutcome]) -> str:
+    """What was measured and what was not, by status: "measured: a, b; FAILED: c; left out: d"."""
+    named = {status: [p.name for p in parts if p.status == status]
+             for status in (DONE, FAILED, STOPPED, LEFT_OUT)}
+    words = {DONE: "measured", FAILED: "FAILED", STOPPED: "stopped at the budget's end", LEFT_OUT: "left out"}
+    found = [f"{words[status]}: {', '.join(names)}" for status, names in named.items() if names]
+    return "; ".join(found) if named[DONE] else "nothing measured; " + "; ".join(found)
+
+
 @dataclass
 class RecipeFigures:
     """One recipe's eager bench, at the full training side."""
