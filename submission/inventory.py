@@ -316,7 +316,8 @@ def mismatch(description: dict, found: list[GPU]) -> list[str]:
     kinds = sorted({f"{g.name} ({g.memory_label})" for g in found})
     if found and any(not same_model(g.name, model) for g in found):
         problems.append(f"it describes {model}, this machine has {', '.join(kinds)}")
-    elif found and stated_gb and any(abs(g.memory_gb - stated_gb) > GPU_MEMORY_MARGIN * stated_gb for g in found):
+    elif found and stated_gb and any(abs(g.memory_gb - stated_gb) > GPU_MEMORY_MARGIN * stated_gb
+                                     for g in found):
         problems.append(f"it describes {model} with {stated_gb} GB, this machine has "
                         f"{', '.join(kinds)}")
     return problems

@@ -34,13 +34,13 @@ def _measured_lines(config: Config, profile: BenchProfile, loader_profile: Bench
     overhead = profile.loop_overhead
     in_turns = all(pair.in_turns for pair in profile.fed_step_by_side.values())
     profiled = profile.settings.get("system")
-    same = (f"; {m.device_name} is {config.system_id}'s GPU, so its rates are taken as "
-            f"{config.system_id}'s (measured for system {profiled})"
-            if same_device(config, profile) and profiled != config.system_id else "")
+    taken_as = (f"; {m.device_name} is {config.system_id}'s GPU, so its rates are taken as "
+                f"{config.system_id}'s (measured for system {profiled})"
+                if same_device(config, profile) and profiled != config.system_id else "")
     return [
         f"profile {profile.file}: measured {_or_unknown(m.date)} on {_or_unknown(m.host)}, device "
         f"{_or_unknown(m.device_name)} ({_or_unknown(m.device)}), torch {_or_unknown(m.torch)}; "
-        f"rates are per process{same}",
+        f"rates are per process{taken_as}",
         f"processes: {rates.processes} ({config.num_nodes} node(s) x {config.processes_per_node}), "
         f"global batch {config.global_batch_size}",
         f"data-parallel efficiency {rates.dp_efficiency:g} "
