@@ -52,13 +52,18 @@ def compare_systems(results_dir: Path, prices: dict[str, float] | None = None) -
 def published_table_rows() -> tuple[list[str], list[str]]:
     """Rows of the published figures in the comparison table's columns, and the
     numbered source notes they cite."""
-    sources = published.sources()
+    sources = published.sources() + [r.source for r in published.CLOSED_RECORDS]
     cite = {source: f"[{i}]" for i, source in enumerate(sources, start=1)}
     rows = [f"| *published* {t.label}, to {t.target:.1%} top-1, {t.hardware} {cite[t.source]} | "
             f"{t.runs} | {t.minutes:.2f} | (published) | — | — | — |" for t in published.TIMES]
     rows += [f"| *published* {t.label} throughput, {t.hardware} {cite[t.source]} | — | — | — | — | "
              f"{t.img_per_s:,.0f} | — |" for t in published.THROUGHPUTS]
-    return rows, [f"{cite[s]} {s}" for s in sources]
+    rows += [f"| *published*, *another recipe* MLPerf {r.round} closed, {r.system}, to {r.target:.1%} "
+             f"top-1, {r.hardware} {cite[r.source]} | {r.runs} | {r.minutes:.2f} | (published) | — | — | — |"
+             for r in published.CLOSED_RECORDS]
+    return rows, [f"{cite[s]} {s}" for s in sources] + [
+        "", f"Rows marked *another recipe* ran {published.ANOTHER_RECIPE}: beside the other rows, "
+            "joined to none of them."]
 
 
 def write_comparison(results_dir: Path) -> Path:

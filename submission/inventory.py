@@ -23,6 +23,11 @@ from dataclasses import dataclass
 _BRANDS = {"NVIDIA", "TESLA", "GEFORCE", "QUADRO", "AMD", "INSTINCT", "RADEON"}
 
 
+# A GPU's memory as a descriptor states it, against this machine's: an H200 is sold as 141 GB
+# and its driver reports 140 GiB (143,771 MiB), with no size in its name
+GPU_MEMORY_MARGIN = 0.02
+
+
 def _model_words(name: str) -> list[str]:
     """The words of a GPU's name without the maker's: "NVIDIA A100-SXM4-40GB" -> A100, SXM4, 40GB."""
     return [word for word in re.split(r"[\s\-_]+", name) if word and word.upper() not in _BRANDS]
@@ -268,7 +273,7 @@ def accelerator_fields(found: list[GPU]) -> dict[str, str]:
     }
 
 
-def _same_model(a: str, b: str) -> bool:
+def same_model(a: str, b: str) -> bool:
     """The same GPU model, whatever the maker's words (older drivers name an
     "A100-SXM4-40GB" without "NVIDIA") and punctuation."""
     def squeeze(name: str) -> str:
@@ -287,9 +292,10 @@ def stated_bytes(text: str) -> float | None:
 
 def mismatch(description: dict, found: list[GPU]) -> list[str]:
     """How this machine differs from a named descriptor's fixed hardware ([] when it
-    matches): the GPUs (count, model as the driver names it, memory) and the host facts
-    it states (vCPUs; memory from 15% below to 10% above: a machine shows a little less
-    than it has, and clouds list GiB as "GB": 680 GB on an a2-highgpu-8g is 680 GiB)."""
+    matches): the GPUs (count, model as the driver names it, memory within GPU_MEMORY_MARGIN)
+    and the host facts it states (vCPUs; memory from 15% below to 10% above: a machine shows
+    a little less than it has, and clouds list GiB as "GB": 680 GB on an a2-highgpu-8g is
+    680 GiB)."""
     problems = []
     vcpus, memory = host()
     stated_vcpus = str(description.get("host_processor_vcpu_count", "")).strip()
@@ -304,13 +310,15 @@ def mismatch(description: dict, found: list[GPU]) -> list[str]:
         return problems
     model = str(description.get("accelerator_model_name", ""))
     capacity = re.search(r"(\d+)", str(description.get("accelerator_memory_capacity", "")))
+    stated_gb = int(capacity.group(1)) if capacity else None
     if len(found) != wanted:
         problems.append(f"it describes {wanted} GPU(s) per node, this machine has {len(found)} visible")
     kinds = sorted({f"{g.name} ({g.memory_label})" for g in found})
-    if found and any(not _same_model(g.name, model) for g in found):
+    if found and any(not same_model(g.name, model) for g in found):
         problems.append(f"it describes {model}, this machine has {', '.join(kinds)}")
-    elif found and capacity and any(g.memory_gb != int(capacity.group(1)) for g in found):
-        problems.append(f"it describes {model} with {capacity.group(1)} GB, this machine has "
+    elif found and stated_gb and any(abs(g.memory_gb - stated_gb) > GPU_MEMORY_MARGIN * stated_gb
+                                     for g in found):
+        problems.append(f"it describes {model} with {stated_gb} GB, this machine has "
                         f"{', '.join(kinds)}")
     return problems
 

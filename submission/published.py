@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .inventory import same_model
+
 MLPERF_V2 = "MosaicML, MLPerf Training v2.0 open division, ResNet-50 result logs (2022-06)"
 MLPERF_V2_NVIDIA = "NVIDIA, MLPerf Training v2.0 closed division, ResNet-50 MXNet (2022-06)"
 MOSAIC_RESNET = "MosaicML, 'Mosaic ResNet' recipe write-up (2022)"
@@ -63,6 +65,53 @@ THROUGHPUTS = (
     PublishedThroughput("Hot", "bm-gpu4", "Oracle BM.GPU4.8, 8x A100-40GB", 14388, MOSAIC_DEEP_DIVE),
     PublishedThroughput("Hot", "p4d", "AWS p4d.24xlarge, 8x A100-40GB", 9225, MOSAIC_DEEP_DIVE),
 )
+
+
+# What the closed-division records below trained, as their logs and code say (docs/systems.md)
+ANOTHER_RECIPE = ("the closed division's reference ResNet-50 v1.5 at 224 px with LARS at global batch "
+                  "3200 (NVIDIA's MXNet implementation), not the Mild recipe")
+
+
+@dataclass(frozen=True)
+class ClosedRecord:
+    """An MLPerf Training closed-division ResNet-50 result on one machine: another recipe than
+    ours (ANOTHER_RECIPE), shown beside our figures and never joined to them."""
+    round: str               # "v4.0": mlcommons/training_results_<round>
+    submitter: str
+    system: str              # as the submitter's system description names it
+    folder: str              # <submitter>/results/<folder>/resnet/result_*.txt in that repository
+    hardware: str
+    accelerator: str         # the GPU model as its driver names it (a descriptor's accelerator_model_name)
+    accelerators: int        # in the whole system
+    minutes: float           # the official result summarizer's score of the five logs
+    target: float = 0.759
+    runs: int = 5
+
+    @property
+    def source(self) -> str:
+        return (f"{self.submitter}, MLPerf Training {self.round} closed division, ResNet-50 result logs "
+                f"(mlcommons/training_results_{self.round}: {self.submitter}/results/{self.folder}), "
+                "scored with mlperf_logging.result_summarizer")
+
+
+_H100, _H200 = "NVIDIA H100 80GB HBM3", "NVIDIA H200"
+
+CLOSED_RECORDS = (
+    ClosedRecord("v3.1", "NVIDIA", "Eos_n1 (1x DGX H100)", "eos_ngc23.09_mxnet",
+                 "8x H100-SXM5-80GB, 2x Xeon Platinum 8480C", _H100, 8, 13.579),
+    ClosedRecord("v3.1", "Azure", "ND_H100_v5", "ND_H100_v5_mxnet",
+                 "Azure ND H100 v5 VM, 8x H100-SXM-80GB, 2x Xeon Platinum 8480C", _H100, 8, 13.819),
+    ClosedRecord("v4.0", "NVIDIA", "Eos (1x DGX H100)", "eos_ngc24.04_mxnet",
+                 "8x H100-SXM5-80GB, 2x Xeon Platinum 8480C", _H100, 8, 13.326),
+    ClosedRecord("v4.0", "NVIDIA", "NVIDIA H200 (1x HGX H200)", "h200_ngc24.04_mxnet",
+                 "8x H200-SXM5-141GB, 2x Xeon Platinum 8480C", _H200, 8, 12.078),
+)
+
+
+def closed_records_on(accelerator: str, accelerators: int) -> list[ClosedRecord]:
+    """The closed-division records on as many GPUs of the model `accelerator` names."""
+    return [r for r in CLOSED_RECORDS
+            if r.accelerators == accelerators and same_model(r.accelerator, accelerator)]
 
 
 @dataclass(frozen=True)

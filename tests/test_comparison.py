@@ -65,3 +65,20 @@ def test_compare_leaves_out_a_system_whose_campaign_json_is_damaged_and_says_so(
     table = comparison.compare_systems(healthy.parent)
     assert f"| {healthy.name}" in table and f"| {damaged.name}" not in table
     assert "Left out, their campaign.json cannot be read" in table and str(damaged) in table
+
+
+def test_compare_shows_the_mlperf_closed_records_on_h100_and_h200_as_another_recipe(tmp_path):
+    write_runs(tmp_path / "alpha", [10.0, 20.0, 30.0, 40.0, 50.0])
+    table = comparison.compare_systems(tmp_path)
+    another = [line for line in table.splitlines() if line.startswith("| *published*, *another recipe*")]
+    assert len(another) == 4
+    h200 = next(line for line in another if "8x H200-SXM5-141GB" in line)
+    assert "MLPerf v4.0 closed" in h200 and "| 5 | 12.08 | (published) |" in h200
+    assert sum("8x H100-SXM" in line for line in another) == 3
+    cited = h200.split("[")[-1].split("]")[0]
+    assert (f"[{cited}] NVIDIA, MLPerf Training v4.0 closed division, ResNet-50 result logs "
+            "(mlcommons/training_results_v4.0: NVIDIA/results/h200_ngc24.04_mxnet)") in table
+    assert "Rows marked *another recipe* ran the closed division's reference ResNet-50 v1.5 at 224 px" in table
+    # the table's own rows come first
+    lines = table.splitlines()
+    assert lines.index(next(l for l in lines if l.startswith("| alpha"))) < lines.index(another[0])

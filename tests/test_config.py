@@ -80,7 +80,7 @@ def test_overrides_are_typed_and_the_command_line_wins():
     ({"runs": "2", "seeds": "7,7"}, "seeds must be distinct"),
     ({"warmup_epochs": "50", "epochs": "10", "scale_schedule_ratio": "1"}, "warmup"),
     ({"recipe": "spicy"}, "unknown recipe 'spicy'"),
-    ({"system": "p5"}, "unknown system 'p5'"),
+    ({"system": "z9"}, "unknown system 'z9'"),
     ({"loss": "hinge"}, "loss must be one of bce, cross_entropy, not 'hinge'"),
     ({"write_mode": "foo"}, "write_mode must be one of raw, jpg, proportion, smart"),
     ({"init_conv": "xavier"}, "init_conv must be one of kaiming_normal, torchvision"),

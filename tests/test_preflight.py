@@ -113,6 +113,39 @@ def test_the_machine_the_descriptor_describes_is_accepted(gpus, tmp_path):
     assert preflight.hardware_differences(cfg) == []
 
 
+# An H200's driver names no size and reports 143,771 MiB (140 GiB) of the 141 GB it is sold with
+H200 = inventory.GPU("NVIDIA H200", 143_771 * 2**20, "1980 MHz (max SM clock)", "PCIe Gen5 x16", nvlink=True)
+P5_HOST = (192, 1_894 * 2**30)      # a p5.48xlarge's 2048 GiB, less what the kernel keeps
+NEW_SYSTEMS = ("p5", "p5en", "a3", "a3-ultra", "nd-h100-v5", "nd-h200-v5")
+
+
+@pytest.mark.parametrize("system, found", [("p5en", [H200] * 8), ("p5", [H100] * 8)])
+def test_an_h100_or_h200_instance_is_the_machine_its_descriptor_describes(gpus, monkeypatch, tmp_path,
+                                                                           system, found):
+    gpus.extend(found)
+    monkeypatch.setattr(inventory, "host", lambda: P5_HOST)
+    cfg = resolve(system, {"data_dir": str(tmp_path), "workers_per_device": "1"})
+    assert preflight.hardware_differences(cfg) == []
+    gpus[:] = [H100] * 8 if system == "p5en" else [H200] * 8
+    assert any("this machine has NVIDIA H" in d for d in preflight.hardware_differences(cfg))
+
+
+@pytest.mark.parametrize("system", NEW_SYSTEMS)
+def test_dry_run_of_an_h100_or_h200_system_prints_the_torchrun_command_then_refuses_this_host(
+        gpus, monkeypatch, tmp_path, capsys, system):
+    from submission import cli
+    monkeypatch.setattr(inventory, "host", lambda: (2, 24 * 2**30))     # this build machine
+    with pytest.raises(ConfigError) as refused:
+        cli.cmd_run([f"system={system}", f"data_dir={tmp_path}", f"results_dir={tmp_path / 'results'}",
+                     "dry_run=true"])
+    out = capsys.readouterr().out
+    assert '"global_batch_size": 2048' in out and "submission.launcher --nproc_per_node=8" in out
+    vcpus = resolve(system, {}).description["host_processor_vcpu_count"]
+    assert f"it describes {vcpus} vCPUs, this machine has 2" in str(refused.value)
+    assert "it describes 8 GPU(s) per node, this machine has 0 visible" in str(refused.value)
+    assert not (tmp_path / "results").exists()
+
+
 def test_device_cuda_on_a_local_machine_without_gpu_says_so(gpus):
     with pytest.raises(ConfigError, match="this machine has no GPU that torch can see"):
         preflight.launch_plan(resolve("local", {"device": "cuda", "workers_per_device": "1"})).approved()

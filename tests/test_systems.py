@@ -38,6 +38,13 @@ def _official_check(description: dict, ruleset: str, tmp_path: Path, caplog) -> 
 
 def test_the_target_systems_exist():
     assert {"cpu", "local", "p4d", "p3", "a2", "n1-v100", "bm-gpu4", "a100-80gb"} <= set(SYSTEMS)
+    assert {"p5", "p5en", "a3", "a3-ultra", "nd-h100-v5", "nd-h200-v5"} <= set(SYSTEMS)   # H100, H200
+
+
+def test_docs_systems_md_has_a_row_with_its_sources_for_every_named_system():
+    table = (config.REPO_ROOT / "docs" / "systems.md").read_text()
+    rows = {line.split("|")[1].strip(" `") for line in table.splitlines() if line.startswith("| `")}
+    assert set(SYSTEMS) - {"cpu", "local"} <= rows
 
 
 @pytest.mark.parametrize("system", SYSTEMS)

@@ -2,6 +2,7 @@
 over the run's schedule, and what is said of them."""
 from __future__ import annotations
 
+from .. import published
 from ..config import Config
 from ..bench_profile import BenchProfile
 from ..run_plan import RunPlan
@@ -30,4 +31,6 @@ def project(config: Config, profile: BenchProfile, loader_profile: BenchProfile 
                       text.assumptions(config, plan, profile, loader_profile, model, images, early),
                       text.warnings(config, profile, loader_profile), early,
                       text.loader_summary(config, model, parts, loader_profile), watts,
-                      text.energy_note(profile))
+                      text.energy_note(profile),
+                      published.closed_records_on(config.description.get("accelerator_model_name", ""),
+                                                  config.accelerators_per_node * config.num_nodes))

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..costs import usd
+from ..published import ClosedRecord
 
 # what a part of a run is
 TRAINING, EVALUATION, SET_UP, EPOCH_STARTS = "training", "evaluation", "set-up", "epoch starts"
@@ -42,6 +43,8 @@ class Projection:
     # the profile's measured power per process while training; None: not measured (energy_note)
     watts_per_process: float | None = None
     energy_note: str = ""
+    # MLPerf closed-division records on the system's GPUs: another recipe, shown beside
+    closed_records: list[ClosedRecord] = field(default_factory=list)
 
     def of_kind(self, kind: str) -> list[Part]:
         return [p for p in self.parts if p.kind == kind]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from .. import published
+from .. import inventory, published
 from ..config import Config
 from ..bench_profile import RATE_SETTINGS, BenchProfile
 from ..run_plan import RunPlan
@@ -16,6 +16,16 @@ def _or_unknown(value: object) -> object:
     return "?" if value is None else value
 
 
+def same_device(config: Config, profile: BenchProfile) -> bool | None:
+    """Whether the profile was measured on the GPU model the system trains on; None where
+    either names none (a CPU run, or system=local on a machine without a GPU)."""
+    measured = profile.measured.device_name
+    accelerator = str(config.description.get("accelerator_model_name") or "")
+    if not measured or not accelerator or config.device_type != "cuda":
+        return None
+    return inventory.same_model(measured, accelerator)
+
+
 def _measured_lines(config: Config, profile: BenchProfile, loader_profile: BenchProfile | None,
                     rates: Rates) -> list[str]:
     """What the rates come from: the profile, the processes, the loader's threads, the
@@ -23,10 +33,14 @@ def _measured_lines(config: Config, profile: BenchProfile, loader_profile: Bench
     m, loader, costs = profile.measured, rates.loader, rates.loader_costs
     overhead = profile.loop_overhead
     in_turns = all(pair.in_turns for pair in profile.fed_step_by_side.values())
+    profiled = profile.settings.get("system")
+    taken_as = (f"; {m.device_name} is {config.system_id}'s GPU, so its rates are taken as "
+                f"{config.system_id}'s (measured for system {profiled})"
+                if same_device(config, profile) and profiled != config.system_id else "")
     return [
         f"profile {profile.file}: measured {_or_unknown(m.date)} on {_or_unknown(m.host)}, device "
         f"{_or_unknown(m.device_name)} ({_or_unknown(m.device)}), torch {_or_unknown(m.torch)}; "
-        "rates are per process",
+        f"rates are per process{taken_as}",
         f"processes: {rates.processes} ({config.num_nodes} node(s) x {config.processes_per_node}), "
         f"global batch {config.global_batch_size}",
         f"data-parallel efficiency {rates.dp_efficiency:g} "
@@ -129,9 +143,14 @@ def warnings(config: Config, profile: BenchProfile, loader_profile: BenchProfile
         if key in settings and settings[key] != getattr(config, key):
             found.append(f"the profile was measured with {key}={settings[key]}, the projected "
                          f"run uses {key}={getattr(config, key)}: its rates may not apply")
-    if settings.get("system") not in (None, config.system_id):
-        found.append(f"the profile was measured for system {settings.get('system')} on "
-                     f"{_or_unknown(measured.device_name)}, not on {config.system_id}: this projects "
+    # a profile of another system measured on the system's GPU model has its per-process
+    # speed (the loader is projected from the system's own vCPUs)
+    same = same_device(config, profile)
+    if settings.get("system") not in (None, config.system_id) and not same:
+        system = (f"{config.system_id}'s {config.description['accelerator_model_name']}"
+                  if same is False else config.system_id)
+        found.append(f"the profile was measured for system {_or_unknown(settings.get('system'))} on "
+                     f"{_or_unknown(measured.device_name)}, not on {system}: this projects "
                      f"{config.system_id}'s schedule at that machine's per-process speed")
     if measured.device and measured.device != config.device_type:
         found.append(f"the profile was measured on {measured.device}, {config.system_id} "
@@ -230,6 +249,8 @@ def format_projection(p: Projection) -> str:
     if rate:
         lines.append(f"| *published* {rate.label} training throughput ({rate.source}) | | "
                      f"{rate.img_per_s:,.0f} | | |")
+    lines += [f"| *published*, *another recipe* MLPerf {r.round} closed, {r.system}: {r.hardware}, to "
+              f"{r.target:.1%} top-1 ({r.source}) | | | | {r.minutes:g} |" for r in p.closed_records]
     lines += ["", f"Cost: {_cost(p.run_cost_usd)} per run, {_cost(p.campaign_cost_usd)} for the "
               "campaign (whole budget).",
               (f"Energy: {p.run_kwh:.4g} kWh per run, {p.campaign_kwh:.4g} for the campaign (whole "
@@ -237,6 +258,9 @@ def format_projection(p: Projection) -> str:
     if times or rate:
         lines.append("Rows marked *published* were not measured here: the figures of the write-ups "
                      "for this system, beside the projection.")
+    if p.closed_records:
+        lines.append("Rows marked *another recipe* are MLPerf results on this system's GPUs that ran "
+                     f"{published.ANOTHER_RECIPE}: beside the projection, not joined to it.")
     if p.loader_summary:
         lines += ["", "Where the loader limits:"] + [f"- {line}" for line in p.loader_summary]
     lines += ["", "Assumptions:"] + [f"- {a}" for a in p.assumptions]

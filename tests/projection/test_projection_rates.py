@@ -8,7 +8,7 @@ import pytest
 from hand_profiles import _cpu, _gpu_mild, _profile, _project, _torchvision_loader
 from submission import config as config_module
 from submission import bench_profile as profile_module
-from submission import projection
+from submission import projection, system_descriptor
 from submission.run_plan import RunPlan
 
 
@@ -106,7 +106,7 @@ def test_missing_side_names_it_and_the_bench_command():
 
 
 H100_PROFILE = config_module.REPO_ROOT / "docs" / "gpu-h100-2026-11-22" / "profile-h100.json"
-CLOUD_SYSTEMS = ("a100-80gb", "a2", "bm-gpu4", "n1-v100", "p3", "p4d")
+CLOUD_SYSTEMS = tuple(s for s in system_descriptor.available_systems() if s not in ("cpu", "local"))
 
 
 def test_vcpus_are_derived_from_cores_and_sockets_where_the_descriptor_states_no_count():

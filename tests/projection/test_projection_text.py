@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import pytest
 from hand_profiles import _cpu, _profile, _project
+from submission import bench_profile as profile_module
+from submission import config as config_module
 from submission import projection
 
 
@@ -30,3 +32,29 @@ def test_energy_is_projected_from_the_profiles_measured_watts_and_never_without_
     unmeasured = {**profile, "power": {"not_measured": "RAPL: no powercap"}}
     assert ("not projected: the profile's power was not measured (RAPL: no powercap)"
             in projection.format_projection(_project(config, unmeasured, "p.json")))
+
+
+
+H200_PROFILE = config_module.REPO_ROOT / "docs" / "qualify-h200-2026-11-26-981969e" / "profile_mild.json"
+MLPERF_MINUTES = {"NVIDIA H200": ["12.078"], "NVIDIA H100 80GB HBM3": ["13.579", "13.819", "13.326"]}
+
+
+@pytest.mark.parametrize("system", ["p5en", "a3-ultra", "nd-h200-v5", "p5", "a3", "nd-h100-v5"])
+def test_the_h200_profile_projects_h200_systems_as_its_own_gpu_and_h100_systems_with_a_warning(system):
+    config = config_module.resolve(system, {})
+    result = projection.project(config, profile_module.read(H200_PROFILE))
+    text = projection.format_projection(result)
+    gpu = config.description["accelerator_model_name"]
+    device_warnings = [w for w in result.warnings if "measured for system local on NVIDIA H200" in w]
+    if gpu == "NVIDIA H200":
+        assert not device_warnings, result.warnings
+        assert f"NVIDIA H200 is {system}'s GPU, so its rates are taken as {system}'s" in text
+    else:
+        assert device_warnings and f"not on {system}'s {gpu}" in device_warnings[0]
+    # the MLPerf closed-division records on the same GPUs, beside the projection, marked
+    another = [line for line in text.splitlines() if line.startswith("| *published*, *another recipe*")]
+    assert [line.rsplit("|", 2)[1].strip() for line in another] == MLPERF_MINUTES[gpu]
+    assert "LARS at global batch 3200" in text and "not joined to it" in text
+    assert "kWh per run" in text
+    assert (f"Cost: ${result.run_cost_usd:,.2f} per run" in text if config.price_usd_per_hour
+            else "Cost: — per run" in text)

@@ -120,7 +120,7 @@ def test_a_torchvision_configuration_needs_a_loader_profile(tmp_path, systems):
     (["profile=missing.json"], r"profile missing.json does not exist.*python -m submission bench"),
     (["profile=" + H100, "dp_efficiency=abc"], r"dp_efficiency=abc: give a number in \(0, 1\]"),
     (["profile=" + H100, "dp_efficiency=1.5"], r"dp_efficiency=1.5: give a number in \(0, 1\]"),
-    (["profile=" + H100, "systems=p4d,p5"], r"systems=p4d,p5: no descriptor p5"),
+    (["profile=" + H100, "systems=p4d,z9"], r"systems=p4d,z9: no descriptor z9"),
 ])
 def test_a_tradeoff_whose_projection_cannot_be_made_is_refused_before_any_point_runs(tmp_path, words, message):
     from submission.tradeoff.command import main
