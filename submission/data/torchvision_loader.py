@@ -45,50 +45,27 @@ from PIL import Image
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 from torchvision import transforms
 
-JPEG_MODE = 0          # ffcv.fields.rgb_image.IMAGE_MODES["jpg"] ("raw" is 1)
-
-
+from .beton_samples import JPEG, BetonSamples
 class BetonImages(Dataset):
-    """(PIL RGB image, int label) of each sample of a .beton written by data/prepare.py
-    (fields "image": RGBImageField, "label": IntField), `transform` applied to the image.
-
-    A sample's metadata holds its image's mode, size and data_ptr; the allocation table
-    gives the size of the bytes at each ptr (what FFCV's memory managers read). The file
-    is memory-mapped on first use in each process, so the workers map it themselves and
-    the dataset pickles as its path and tables (spawn, forkserver)."""
+    """(PIL RGB image, int label) of each sample of a .beton written by data/prepare.py,
+    `transform` applied to the image (beton_samples.BetonSamples: the file is memory-mapped
+    on first use in each process, so the workers map it themselves and the dataset pickles as
+    its path and tables, under spawn and forkserver too)."""
 
     def __init__(self, path: str, transform: Callable | None = None):
-        from ffcv.reader import Reader
-        reader = Reader(str(path))
-        self.path, self.transform = str(path), transform
-        fields = reader.field_names
-        # per image: mode, width, height, data_ptr
-        self.images = np.array(reader.metadata[f"f{fields.index('image')}"])
-        self.labels = np.array(reader.metadata[f"f{fields.index('label')}"], dtype=np.int64)
-        order = np.argsort(reader.alloc_table["ptr"])
-        self.ptrs = np.array(reader.alloc_table["ptr"][order])
-        self.sizes = np.array(reader.alloc_table["size"][order])
-        self._data: np.memmap | None = None
+        self.samples, self.transform = BetonSamples(path, "torchvision"), transform
 
     def __len__(self) -> int:
-        return len(self.labels)
-
-    def __getstate__(self) -> dict:
-        return {**self.__dict__, "_data": None}
+        return len(self.samples)
 
     def image(self, index: int) -> Image.Image:
-        if self._data is None:
-            self._data = np.memmap(self.path, dtype=np.uint8, mode="r")
-        mode, width, height, ptr = (int(value) for value in self.images[index])
-        size = int(self.sizes[np.searchsorted(self.ptrs, ptr)])
-        stored = self._data[ptr:ptr + size]
-        if mode == JPEG_MODE:
-            return Image.open(io.BytesIO(stored.tobytes())).convert("RGB")
-        return Image.fromarray(np.asarray(stored).reshape(height, width, 3), "RGB")
+        if self.samples.modes[index] == JPEG:
+            return Image.open(io.BytesIO(self.samples.stored(index).tobytes())).convert("RGB")
+        return Image.fromarray(np.asarray(self.samples.pixels(index)), "RGB")
 
     def __getitem__(self, index: int) -> tuple:
         image = self.image(index)
-        return (self.transform(image) if self.transform else image), int(self.labels[index])
+        return (self.transform(image) if self.transform else image), int(self.samples.labels[index])
 
 
 def image_transform(resolution: int, crop_scale_min: float,

@@ -12,10 +12,13 @@ P:<line>):
   - geometric ones flip their sign with probability 1/2 (P:L147-230).
 Hot: augmentation_set "all", depth 1, severity 10 (resnet50_spicy.yaml H:30-32).
 Randomness comes from numpy's global generator, as in Composer: a DataLoader seeds it in
-each worker process from its base seed, so a seeded loader is deterministic.
+each worker process from its base seed, so a seeded loader is deterministic. Each operation
+is its value's draw and its PIL application at that value (`Operation`): the device loader's
+batched version (randaugment_batch.py) draws the same values and is tested against these.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -35,112 +38,117 @@ DECLARATIONS = (   # what the harness knows of this method (method.py)
                "randaugment_set": setting(RECIPE, "RandAugment: augmentation set (all, safe, original)",
                                           type=str, admits=("all", "safe", "original")),
            },
-           # it works on each image in the loader's worker processes, which FFCV's compiled
-           # pipeline cannot run
-           problem=lambda c: None if c.train_loader == "torchvision" else (
-               f"randaugment_depth={c.randaugment_depth} needs train_loader=torchvision: RandAugment "
-               "works on each image in the loader's worker processes, which FFCV's compiled "
-               "pipeline cannot run")),
+           # it works on each image: in the torchvision loader's worker processes (PIL), or on
+           # the device loader's batches (randaugment_batch.py); FFCV's compiled pipeline runs neither
+           problem=lambda c: None if c.train_loader in ("torchvision", "device") else (
+               f"randaugment_depth={c.randaugment_depth} needs train_loader=torchvision or device: "
+               "RandAugment works on each image, in the loader's worker processes or on the device, "
+               "which FFCV's compiled pipeline cannot do")),
 )
 
 BILINEAR = Image.Resampling.BILINEAR
 AFFINE = Image.Transform.AFFINE
 
 
-def _level(severity: float) -> float:
-    return np.random.uniform(low=0.1, high=severity)
+# ---- the draws (Composer's, P:L87-104): from `random`, numpy's global generator (one value,
+# size None) or a numpy Generator (`size` values at once, the device version's batches) ----
+def _level(severity: float, random, size=None):
+    return random.uniform(0.1, severity, size)
 
 
-def _int_level(severity: float, maxval: float) -> int:
-    return int(_level(severity) * maxval / 10)
+def _int_level(severity: float, maxval: float, random, size=None):
+    return np.trunc(_level(severity, random, size) * maxval / 10).astype(np.int64)
 
 
-def _float_level(severity: float, maxval: float) -> float:
-    return float(_level(severity)) * maxval / 10.0
+def _float_level(severity: float, maxval: float, random, size=None):
+    return _level(severity, random, size) * maxval / 10.0
 
 
-def _signed(value: float) -> float:
-    return -value if np.random.uniform() > 0.5 else value
+def _signed(value, random, size=None):
+    return np.where(random.uniform(0.0, 1.0, size) > 0.5, -value, value)
 
 
-def _factor(severity: float) -> float:
-    """An enhancement factor around 1 (1 = unchanged): P:L92-104."""
-    if np.random.uniform() > 0.5:
-        return np.random.uniform(1, severity)
-    return np.random.uniform(1 - 0.09 * severity, 1)
+def _factor(severity: float, random=np.random, size=None):
+    """An enhancement factor around 1 (1 = unchanged): U(1, s) or U(1 - 0.09 s, 1), each with
+    probability 1/2 (P:L92-104)."""
+    if size is None:        # Composer's draws, one by one
+        if random.uniform() > 0.5:
+            return random.uniform(1, severity)
+        return random.uniform(1 - 0.09 * severity, 1)
+    above, within = random.uniform(0.0, 1.0, size) > 0.5, random.uniform(0.0, 1.0, size)
+    return np.where(above, 1 + within * (severity - 1), 1 - 0.09 * severity * (1 - within))
 
 
-def autocontrast(img, severity):
-    return ImageOps.autocontrast(img)
+def _brightness_factor(severity: float, random, size=None):
+    factor = _factor(severity, random, size)
+    return np.where(factor > 1, factor * 0.75, factor)            # P:L298-311
 
 
-def equalize(img, severity):
-    return ImageOps.equalize(img)
+def _original_factor(severity: float, random, size=None):
+    """The ImageNet-C style enhancement: 0.1 + U(0.1, s) x 1.8 / 10 (P:L254-355)."""
+    return _float_level(severity, 1.8, random, size) + 0.1
 
 
-def posterize(img, severity):
-    return ImageOps.posterize(img, 4 - _int_level(severity, 4))            # keeps 4..1 bits
+def _translation(severity: float, random, size=None):
+    """A signed level: the pixels are int(level x side / 3 / 10), from the image's side."""
+    return _signed(_level(severity, random, size), random, size)
 
 
-def rotate(img, severity):
-    return img.rotate(_signed(_int_level(severity, 30)), resample=BILINEAR)
+def translation_pixels(level, side: int):
+    """Composer's translate: int(U(0.1, s) x (side / 3) / 10), with the level's sign."""
+    return np.sign(level) * np.trunc(np.abs(level) * (side / 3) / 10)
 
 
-def solarize(img, severity):
-    return ImageOps.solarize(img, 256 - _int_level(severity, 256))
+@dataclass(frozen=True)
+class Operation:
+    """One operation: `kind` (what it does, as the device version names it), the value it
+    applies drawn from the severity as Composer draws it, and that value applied to a PIL
+    image (the reference). Called as Composer calls its operations: op(image, severity)."""
+    kind: str
+    draw: Callable          # (severity, random, size) -> value(s); None: no value
+    apply: Callable         # (PIL image, value) -> PIL image
+
+    def __call__(self, img: Image.Image, severity: float) -> Image.Image:
+        return self.apply(img, self.draw(severity, np.random) if self.draw else None)
 
 
-def shear_x(img, severity):
-    return img.transform(img.size, AFFINE, (1, _signed(_float_level(severity, 0.3)), 0, 0, 1, 0),
-                         resample=BILINEAR)
+def _affine(img: Image.Image, matrix) -> Image.Image:
+    return img.transform(img.size, AFFINE, tuple(float(v) for v in matrix), resample=BILINEAR)
 
 
-def shear_y(img, severity):
-    return img.transform(img.size, AFFINE, (1, 0, 0, _signed(_float_level(severity, 0.3)), 1, 0),
-                         resample=BILINEAR)
+def _enhance(enhancement) -> Callable:
+    return lambda img, factor: enhancement(img).enhance(float(factor))
 
 
-def translate_x(img, severity):
-    return img.transform(img.size, AFFINE, (1, 0, _signed(_int_level(severity, img.size[0] / 3)), 0, 1, 0),
-                         resample=BILINEAR)
-
-
-def translate_y(img, severity):
-    return img.transform(img.size, AFFINE, (1, 0, 0, 0, 1, _signed(_int_level(severity, img.size[1] / 3))),
-                         resample=BILINEAR)
-
-
-def color(img, severity):
-    return ImageEnhance.Color(img).enhance(_factor(severity))
-
-
-def contrast(img, severity):
-    return ImageEnhance.Contrast(img).enhance(_factor(severity))
-
-
-def brightness(img, severity):
-    factor = _factor(severity)
-    return ImageEnhance.Brightness(img).enhance(factor * 0.75 if factor > 1 else factor)
-
-
-def sharpness(img, severity):
-    return ImageEnhance.Sharpness(img).enhance(_factor(severity))
-
-
-def _original(enhancement) -> Callable:
-    """The ImageNet-C style enhancement: factor 0.1 + U(0.1, s) x 1.8 / 10 (P:L254-355)."""
-    def enhance(img, severity):
-        return enhancement(img).enhance(_float_level(severity, 1.8) + 0.1)
-    return enhance
-
+autocontrast = Operation("autocontrast", None, lambda img, _: ImageOps.autocontrast(img))
+equalize = Operation("equalize", None, lambda img, _: ImageOps.equalize(img))
+posterize = Operation("posterize", lambda s, r, n=None: 4 - _int_level(s, 4, r, n),   # keeps 4..1 bits
+                      lambda img, bits: ImageOps.posterize(img, int(bits)))
+rotate = Operation("rotate", lambda s, r, n=None: _signed(_int_level(s, 30, r, n), r, n),
+                   lambda img, degrees: img.rotate(float(degrees), resample=BILINEAR))
+solarize = Operation("solarize", lambda s, r, n=None: 256 - _int_level(s, 256, r, n),
+                     lambda img, threshold: ImageOps.solarize(img, int(threshold)))
+shear_x = Operation("shear_x", lambda s, r, n=None: _signed(_float_level(s, 0.3, r, n), r, n),
+                    lambda img, m: _affine(img, (1, m, 0, 0, 1, 0)))
+shear_y = Operation("shear_y", lambda s, r, n=None: _signed(_float_level(s, 0.3, r, n), r, n),
+                    lambda img, m: _affine(img, (1, 0, 0, m, 1, 0)))
+translate_x = Operation("translate_x", _translation,
+                        lambda img, level: _affine(img, (1, 0, translation_pixels(level, img.size[0]), 0, 1, 0)))
+translate_y = Operation("translate_y", _translation,
+                        lambda img, level: _affine(img, (1, 0, 0, 0, 1, translation_pixels(level, img.size[1]))))
+color = Operation("color", _factor, _enhance(ImageEnhance.Color))
+contrast = Operation("contrast", _factor, _enhance(ImageEnhance.Contrast))
+brightness = Operation("brightness", _brightness_factor, _enhance(ImageEnhance.Brightness))
+sharpness = Operation("sharpness", _factor, _enhance(ImageEnhance.Sharpness))
 
 GEOMETRIC = [autocontrast, equalize, posterize, rotate, solarize, shear_x, shear_y, translate_x,
              translate_y]
 AUGMENTATION_SETS: dict[str, list[Callable]] = {          # P:L359 on
     "all": GEOMETRIC + [color, contrast, brightness, sharpness],
     "safe": GEOMETRIC,
-    "original": GEOMETRIC + [_original(e) for e in (ImageEnhance.Color, ImageEnhance.Contrast,
-                                                    ImageEnhance.Brightness, ImageEnhance.Sharpness)],
+    "original": GEOMETRIC + [Operation(kind, _original_factor, _enhance(enhancement)) for kind, enhancement in (
+        ("color", ImageEnhance.Color), ("contrast", ImageEnhance.Contrast),
+        ("brightness", ImageEnhance.Brightness), ("sharpness", ImageEnhance.Sharpness))],
 }
 
 

@@ -20,10 +20,10 @@ from torch.utils.data import Subset
 
 from submission.config import resolve
 from submission.data import sources
+from submission.data.beton_samples import JPEG
 from submission.data.prepare import prepare
 from submission.data.sharding import steps_per_epoch
-from submission.data.torchvision_loader import (JPEG_MODE, BetonImages, TrainLoader,
-                                                  image_transform, train_loader)
+from submission.data.torchvision_loader import BetonImages, TrainLoader, image_transform, train_loader
 
 CPU = torch.device("cpu")
 TRAIN_COUNTS, VAL_COUNT = (8, 8, 7), 2
@@ -65,7 +65,7 @@ def test_raw_entries_are_the_source_images_exactly(prepared):
     sources_in_order, data = prepared
     images = BetonImages(data["raw"].train_path)
     assert len(images) == len(sources_in_order) == 23
-    assert not (images.images["mode"] == JPEG_MODE).any()
+    assert not (images.samples.modes == JPEG).any()
     for i, (pixels, label) in enumerate(sources_in_order):
         image, stored_label = images[i]
         assert image.mode == "RGB" and image.size == (WIDTH, HEIGHT)
@@ -75,7 +75,7 @@ def test_raw_entries_are_the_source_images_exactly(prepared):
 def test_jpeg_entries_decode_close_to_the_source_images(prepared):
     sources_in_order, data = prepared
     images = BetonImages(data["jpg"].train_path)
-    assert (images.images["mode"] == JPEG_MODE).all()
+    assert (images.samples.modes == JPEG).all()
     for i, (pixels, label) in enumerate(sources_in_order):
         image, stored_label = images[i]
         decoded = np.asarray(image).astype(int)
@@ -88,7 +88,7 @@ def test_jpeg_entries_decode_close_to_the_source_images(prepared):
 def test_proportion_mode_mixes_both_and_each_decodes(prepared):
     sources_in_order, data = prepared
     images = BetonImages(data["proportion"].train_path)
-    jpeg = images.images["mode"] == JPEG_MODE
+    jpeg = images.samples.modes == JPEG
     assert 0 < jpeg.sum() < len(images)     # 0.5 each: all 23 alike with p = 2.4e-7
     for i, (pixels, _) in enumerate(sources_in_order):
         decoded = np.asarray(images[i][0]).astype(int)
@@ -100,7 +100,7 @@ def test_the_dataset_pickles_without_its_memory_map(prepared):
     images = BetonImages(data["raw"].train_path)
     first = np.asarray(images[5][0])              # maps the file in this process
     copy = pickle.loads(pickle.dumps(images))
-    assert copy._data is None and np.array_equal(np.asarray(copy[5][0]), first)
+    assert copy.samples._data is None and np.array_equal(np.asarray(copy[5][0]), first)
 
 
 @pytest.mark.parametrize("samples, batch, world",
@@ -141,7 +141,7 @@ def test_ranks_share_each_epoch_as_ffcv_distributed_order_does(prepared, monkeyp
     loader, images = train_loader(path, 16, 5, 0, 7, CPU, 1, 2), BetonImages(path)
     for epoch in range(2):
         labels = torch.cat([batch_labels for _, batch_labels in loader]).view(-1)
-        assert labels.tolist() == [images.labels[i] for i in orders[2 * epoch + 1][:10]]
+        assert labels.tolist() == [images.samples.labels[i] for i in orders[2 * epoch + 1][:10]]
     assert loader.epoch == 2
 
 

@@ -52,7 +52,7 @@ def test_depth_applies_that_many_operations(monkeypatch):
 def test_posterize_and_solarize_match_a_hand_computation(monkeypatch):
     img = image(1)
     # the magnitude draw is U(0.1, severity): pin it to 7.5
-    monkeypatch.setattr(np.random, "uniform", lambda low=0.0, high=1.0: 7.5)
+    monkeypatch.setattr(np.random, "uniform", lambda low=0.0, high=1.0, size=None: 7.5)
     bits = 4 - int(7.5 * 4 / 10)                                   # 1 bit kept
     expected = pixels(img) & np.uint8((0xFF << (8 - bits)) & 0xFF)
     assert np.array_equal(pixels(randaugment.posterize(img, 10)), expected)
@@ -65,7 +65,7 @@ def test_posterize_and_solarize_match_a_hand_computation(monkeypatch):
 def test_geometric_operations_at_no_magnitude_leave_the_image_and_at_severity_10_move_it(monkeypatch):
     img = image(2)
     draws = iter([0.0, 0.0])      # magnitude level, then the sign draw
-    monkeypatch.setattr(np.random, "uniform", lambda low=0.0, high=1.0: next(draws))
+    monkeypatch.setattr(np.random, "uniform", lambda low=0.0, high=1.0, size=None: next(draws))
     assert np.array_equal(pixels(randaugment.shear_x(img, 10)), pixels(img))    # shear 0
     monkeypatch.undo()
     np.random.seed(5)
