@@ -94,6 +94,7 @@ class Loader:
     threads: int = figure(COUNT)
     resolution: int | None = figure(COUNT, None)
     epoch_start_s: float | None = figure(SECONDS, None)
+    device_memory_bytes: int | None = figure(WHOLE, None)     # its peak on a GPU (buffers, batches)
 
     @property
     def img_per_s_per_thread(self) -> float:
@@ -106,6 +107,15 @@ class FedStep:
     fed_img_per_s: float = figure(RATE)
     synthetic_img_per_s: float = figure(RATE)
     in_turns: bool = figure(BOOL)
+
+
+@dataclass(frozen=True)
+class LoaderBeside:
+    """Another loader measured in the same bench, beside the run's (`loader`): the device
+    loader beside FFCV's or torchvision's, or the recipe's own beside the device loader."""
+    loader: Loader = figure(OBJECT, part=Loader)
+    fed_step_by_side: dict[int, FedStep] = figure(OBJECT, sides=FedStep)
+    eval_img_per_s: float = figure(RATE)
 
 
 @dataclass(frozen=True)
@@ -176,6 +186,7 @@ class BenchProfile:
     eval_img_per_s: float = figure(RATE)               # evaluation through the loader (second pass)
     loader: Loader = figure(OBJECT, part=Loader)
     fed_step_by_side: dict[int, FedStep] = figure(OBJECT, sides=FedStep)   # {}: none measured
+    loader_beside: LoaderBeside | None = figure(OBJECT, None, part=LoaderBeside)
     setup_s: SetupExtra | None = figure(OBJECT, None, part=SetupExtra)
     loader_setup_s: LoaderSetup | None = figure(OBJECT, None, part=LoaderSetup)
     loop_overhead: LoopOverhead | None = figure(OBJECT, None, part=LoopOverhead)

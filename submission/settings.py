@@ -62,9 +62,11 @@ class GeneralSettings:
     precision: str = setting(RECIPE, "amp (autocast) or fp32", admits=("amp", "fp32"), profile=COMPARED)
     amp_dtype: str = setting(RECIPE, "autocast dtype when precision=amp: fp16 (with a GradScaler on "
                                      "CUDA) or bf16", admits=("bf16", "fp16"), profile=COMPARED)
-    train_loader: str = setting(RECIPE, "ffcv, or torchvision (per-image CPU augmentation in DataLoader "
-                                        "workers, from the same .beton: what RandAugment needs)",
-                                admits=("ffcv", "torchvision"), profile=RECORDED)
+    train_loader: str = setting(RECIPE, "ffcv; torchvision (per-image CPU augmentation in DataLoader "
+                                        "workers); or device (decode, crop, resize and RandAugment on the "
+                                        "run's device, nvJPEG on a GPU); all three read the same .beton, "
+                                        "and evaluation goes through the device loader with device",
+                                admits=("ffcv", "torchvision", "device"), profile=RECORDED)
 
     # ---- harness: change what a run computes -------------------------------------------
     recipe: str = setting(HARNESS, "recipe file under submission/recipes/ (mild, medium, hot, baseline)",
@@ -130,8 +132,9 @@ class GeneralSettings:
     # they are fitted to the CPUs this process may use, which may change between resumes. With
     # the torchvision loader each worker draws its augmentations from its own generator, so
     # another count gives other draws from the same distributions, as another seed would.
-    workers_per_device: int = setting(OPERATIONAL, "loader threads (FFCV) or worker processes "
-                                                   "(torchvision) per process", 8,
+    workers_per_device: int = setting(OPERATIONAL, "loader threads (FFCV), worker processes "
+                                                   "(torchvision) or threads gathering bytes (device) "
+                                                   "per process", 8,
                                       admits=AT_LEAST_1, profile=RECORDED)
     node_rank: int = setting(OPERATIONAL, "this node's rank in a multi-node campaign", 0, admits=AT_LEAST_0)
     master_addr: str = setting(OPERATIONAL, "rendezvous host (node 0) for torchrun", "127.0.0.1")

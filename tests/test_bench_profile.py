@@ -61,7 +61,10 @@ def _figures():
             "loader": 800.0, "loader_epoch_start": 0.2,
             "fed": {32: {"fed_img_per_s": 90.0, "synthetic_img_per_s": 99.0},
                     16: {"fed_img_per_s": 250.0, "synthetic_img_per_s": 290.0}},
-            "eval_first": 200.0, "eval": 250.0}
+            "eval_first": 200.0, "eval": 250.0,
+            "beside": {"kind": "device", "img_per_s": 3000.0, "threads": 2, "epoch_start_s": 0.1,
+                       "memory": 1_500_000, "fed": {32: {"fed_img_per_s": 98.0, "synthetic_img_per_s": 99.0}},
+                       "eval": 400.0}}
 
 
 def test_the_bench_writes_version_2_with_every_figure_it_measured(tmp_path):
@@ -83,13 +86,19 @@ def test_the_bench_writes_version_2_with_every_figure_it_measured(tmp_path):
                        ("step_img_per_s", 100.0), ("plain_loop_img_per_s", 120.0)):
         assert data[key] == value, key
     assert data["loop_overhead"]["share_of_step"] == 0.05 and "compiled" not in data
+    assert data["loader_beside"] == {
+        "loader": {"kind": "device", "img_per_s": 3000.0, "threads": 2, "resolution": 32, "epoch_start_s": 0.1,
+                   "device_memory_bytes": 1_500_000},
+        "fed_step_by_side": {"32": {"fed_img_per_s": 98.0, "synthetic_img_per_s": 99.0, "in_turns": True}},
+        "eval_img_per_s": 400.0}
     path = tmp_path / "p.json"
     write(written, path)
     assert read(path) == written
 
 
 @pytest.mark.parametrize("change, field", [
-    (lambda p: p["loader"].pop("kind"), "loader.kind is missing, not one of ffcv, torchvision"),
+    (lambda p: p["loader"].pop("kind"), "loader.kind is missing, not one of ffcv, torchvision, device"),
+    (lambda p: p["loader_beside"]["loader"].update(threads=0), "loader_beside.loader.threads is 0, not a whole"),
     (lambda p: p["loader"].update(kind="dali"), 'loader.kind is "dali", not one of'),
     (lambda p: p["settings"].pop("sam_interval"), "settings.sam_interval is missing"),
     (lambda p: p["fed_step_by_side"]["32"].pop("in_turns"), "fed_step_by_side.32.in_turns is missing"),

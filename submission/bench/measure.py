@@ -19,9 +19,12 @@ Rows, in the order they are measured:
     side against its steady rate: what a compiled run loses at a side change);
   - MFU: FLOPs of forward+backward counted with torch.utils.flop_counter at full size,
     over a matmul peak measured on the same device and dtype in the same run;
-  - the run's train loader alone (FFCV's, or torchvision's with its rate per thread), the
-    step fed by the loader (in turns with the synthetic step, at full size and at the
-    smallest side: what the loader costs the step), and evaluation through the loader;
+  - the run's train loader alone (FFCV's, torchvision's or the device loader's, with its rate
+    per thread and, on a GPU, its device memory), the step fed by the loader (in turns with
+    the synthetic step, at full size and at the smallest side: what the loader costs the
+    step), and evaluation through the loader; then the same for the loader beside it (the
+    device loader beside FFCV's or torchvision's, or the recipe's own beside the device
+    loader), and one row per loader side by side;
   - with train_loader=torchvision: the CPU work per image of its transforms, on one thread
     over a few hundred images of the run's .beton (decode, crop + flip, RandAugment, to
     tensor): what a CPU-bound recipe's loader costs per image.
@@ -46,8 +49,8 @@ import torch
 import torchvision
 
 from .. import distributed, energy
-from ..bench_profile import (Augmentation, BenchProfile, FedStep, Loader, LoaderProbe, LoaderSetup, LoopOverhead,
-                       Measured, Power, SetupExtra, SideStep, recorded_settings)
+from ..bench_profile import (Augmentation, BenchProfile, FedStep, Loader, LoaderBeside, LoaderProbe, LoaderSetup,
+                             LoopOverhead, Measured, Power, SetupExtra, SideStep, recorded_settings)
 from ..data import ffcv_loaders, ffcv_threads
 from ..data.prepare import cache_folder, prepare
 from ..data.run_loaders import randaugment_of, run_loaders
@@ -394,35 +397,62 @@ def _power(config, step, full, device) -> dict:
     return figures
 
 
+LOADER_NAMES = {"ffcv": "FFCV", "torchvision": "torchvision", "device": "device"}
+
+
+def beside(config) -> str:
+    """The loader measured beside the run's: the device loader beside FFCV's or torchvision's;
+    beside the device loader, the one the recipe would use without it."""
+    if config.train_loader != "device":
+        return "device"
+    return "torchvision" if config.randaugment_depth else "ffcv"
+
+
 def _loader_rows(config, step, data, device, steps: int, rounds: int, full, smallest: int,
                  base: float, fed_sides: tuple[int, ...] | None = None) -> dict:
     """The run's own loaders in this process: the loader alone, the step fed by it in turns
-    with the synthetic step, evaluation through the loader (epochs cycle on small sets)."""
-    figures: dict = {}
-    batch, res = config.batch_per_device, config.train_resolution
+    with the synthetic step, evaluation through the loader (epochs cycle on small sets); then
+    the same for the loader `beside` the run's, and both side by side."""
+    sides = fed_sides or tuple(dict.fromkeys((config.train_resolution, smallest)))
+    own = _one_loader(config, step, data, device, steps, rounds, full, base, sides)
+    figures = {"loader": own["img_per_s"], "loader_epoch_start": own["epoch_start_s"], "fed": own["fed"],
+               "eval_first": own["eval_first"], "eval": own["eval"], "loader_memory": own["memory"]}
+    if config.train_loader == "torchvision":
+        figures["augmentation"] = augmentation_cost(config, data)
+    other = config.replaced({"train_loader": beside(config)}, "the bench: the loader beside the run's")
+    figures["beside"] = {"kind": other.train_loader,
+                         **_one_loader(other, step, data, device, steps, rounds, full, base, sides)}
+    _side_by_side(config, {config.train_loader: own, other.train_loader: figures["beside"]}, sides)
+    return figures
+
+
+def _one_loader(config, step, data, device, steps: int, rounds: int, full, base: float,
+                sides: tuple[int, ...]) -> dict:
+    """One loader kind (config.train_loader) in this process: alone, feeding the step at each
+    of `sides` in turns with the synthetic step, two evaluation passes; its device memory."""
+    batch, name = config.batch_per_device, LOADER_NAMES[config.train_loader]
+    memory = _memory_probe(device)
     train_loader, val_loader = run_loaders(config, distributed.Context(0, 0, 1, device), 0,
                                            data.train_path, data.val_path, data.eval_samples,
                                            shard=True)
-    figures["loader"], figures["loader_epoch_start"] = loader_alone(train_loader, steps * 3, device)
-    torchvision_loader = config.train_loader == "torchvision"
-    say("\n" + _row(f"{'torchvision' if torchvision_loader else 'FFCV'} train loader alone",
-                    figures["loader"], base))
-    if torchvision_loader:
-        say(f"  per loader thread: {figures['loader'] / config.workers_per_device:.1f} img/s "
-            f"({config.workers_per_device} DataLoader worker(s))")
+    found: dict = {"threads": config.workers_per_device}
+    found["img_per_s"], found["epoch_start_s"] = loader_alone(train_loader, steps * 3, device)
+    found["memory"] = memory()
+    say(f"\n{_row(f'{name} train loader alone', found['img_per_s'], base)}")
+    say(f"  per loader thread: {found['img_per_s'] / config.workers_per_device:.1f} img/s "
+        f"({config.workers_per_device} {'DataLoader worker(s)' if name == 'torchvision' else 'thread(s)'})"
+        + (f"; its device memory at most {found['memory'] / 2**20:,.0f} MiB" if found["memory"] else ""))
     say(f"  the loader alone is timed inside epochs; each epoch's start costs "
-        f"{figures['loader_epoch_start']:.2f} s more than a steady batch (threads started, "
+        f"{found['epoch_start_s'] or 0:.2f} s more than a steady batch (threads started, "
         "pipeline filled)")
-    if torchvision_loader:
-        figures["augmentation"] = augmentation_cost(config, data)
     # the step fed by the loader in turns with the synthetic step, best round of each: their
     # difference is the loader's work the step does not hide (project's loader cost); at
     # full size, then at the smallest side, resized as the loop does (a launch-bound step
     # may suffer more from the loader's threads than a compute-bound one)
-    say("\n  the step fed by the loader, in turns with the synthetic step (loader work the step "
-        "does not hide):")
-    figures["fed"] = {}
-    for side in fed_sides or dict.fromkeys((res, smallest)):
+    say(f"  the step fed by the {name} loader, in turns with the synthetic step (loader work the "
+        "step does not hide):")
+    found["fed"] = {}
+    for side in sides:
         fed, synthetic = [], []
         for _ in range(rounds):
             # a stream of its own for each fed turn, its thread stopped before the synthetic
@@ -434,16 +464,43 @@ def _loader_rows(config, step, data, device, steps: int, rounds: int, full, smal
                                      warmup=ahead + 2))
             stream.close()
             synthetic.append(batch / timed(lambda: step(*full, side), steps, device))
-        v = figures["fed"][side] = {"fed_img_per_s": max(fed), "synthetic_img_per_s": max(synthetic)}
-        if side == res:
-            say(_row("step fed by the loader", v["fed_img_per_s"], base, v["synthetic_img_per_s"]))
+        v = found["fed"][side] = {"fed_img_per_s": max(fed), "synthetic_img_per_s": max(synthetic)}
+        if side == config.train_resolution:
+            say(_row(f"step fed by the {name} loader", v["fed_img_per_s"], base, v["synthetic_img_per_s"]))
         say(f"  {side:>5} px  {v['fed_img_per_s']:10.1f} img/s against {v['synthetic_img_per_s']:.1f}: "
             f"{v['fed_img_per_s'] / v['synthetic_img_per_s']:.2f}x, "
             f"{max(0.0, 1 / v['fed_img_per_s'] - 1 / v['synthetic_img_per_s']) * 1000:.2f} ms per image")
-    figures["eval_first"], figures["eval"] = _eval_passes(step, val_loader, device)
-    say("\n" + _row("evaluation, first pass (FFCV compile)", figures["eval_first"], base))
-    say(_row("evaluation, second pass", figures["eval"], base))
-    return figures
+    found["eval_first"], found["eval"] = _eval_passes(step, val_loader, device)
+    say(_row(f"evaluation through the {name} loader, first pass", found["eval_first"], base))
+    say(_row(f"evaluation through the {name} loader, second pass", found["eval"], base))
+    if hasattr(train_loader, "close"):
+        train_loader.close()
+    return found
+
+
+def _memory_probe(device):
+    """A function that returns the bytes of device memory allocated above what was in use when
+    the probe was made (its peak since then), on a GPU; None elsewhere."""
+    if device.type != "cuda":
+        return lambda: None
+    sync(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    before = torch.cuda.memory_allocated(device)
+    return lambda: max(0, torch.cuda.max_memory_allocated(device) - before)
+
+
+def _side_by_side(config, loaders: dict, sides: tuple[int, ...]) -> None:
+    """One row per loader: delivered img/s and CPU threads, the step fed at each side as a
+    ratio of the synthetic step, evaluation, device memory."""
+    say("\n  the loaders side by side (the step fed: its rate over the synthetic step's at that side):")
+    say(f"  {'loader':<24}{'img/s alone':>12}{'threads':>9}" + "".join(f"{f'fed {side} px':>12}" for side in sides)
+        + f"{'eval img/s':>12}{'device MiB':>12}")
+    for kind, v in loaders.items():
+        label = LOADER_NAMES[kind] + (" (the run's)" if kind == config.train_loader else "")
+        ratios = "".join(f"{v['fed'][side]['fed_img_per_s'] / v['fed'][side]['synthetic_img_per_s']:>11.2f}x"
+                         for side in sides)
+        memory = f"{v['memory'] / 2**20:>12,.0f}" if v["memory"] is not None else f"{'-':>12}"
+        say(f"  {label:<24}{v['img_per_s']:>12,.1f}{v['threads']:>9}{ratios}{v['eval']:>12,.1f}{memory}")
 
 
 def _eval_passes(step, val_loader, device) -> list[float]:
@@ -516,6 +573,15 @@ def augmentation_cost(config, data, images: int = AUGMENTATION_IMAGES) -> dict:
     return figures
 
 
+def _beside_part(found: dict, resolution: int) -> LoaderBeside:
+    return LoaderBeside(
+        loader=Loader(kind=found["kind"], img_per_s=found["img_per_s"], threads=found["threads"],
+                      resolution=resolution, epoch_start_s=found["epoch_start_s"],
+                      device_memory_bytes=found["memory"]),
+        fed_step_by_side={side: FedStep(**v, in_turns=True) for side, v in found["fed"].items()},
+        eval_img_per_s=found["eval"])
+
+
 def profile(config, figures: dict, steps: int, rounds: int) -> BenchProfile:
     """The bench profile `python -m submission project` reads (submission.bench_profile)."""
     host = fill_from_host({"host_processor_model_name": "", "host_processor_vcpu_count": ""})
@@ -533,8 +599,10 @@ def profile(config, figures: dict, steps: int, rounds: int) -> BenchProfile:
         eval_img_per_s=figures["eval"],
         loader=Loader(kind=config.train_loader, img_per_s=figures["loader"],
                       threads=config.workers_per_device, resolution=config.train_resolution,
-                      epoch_start_s=figures["loader_epoch_start"]),
+                      epoch_start_s=figures["loader_epoch_start"], device_memory_bytes=figures.get("loader_memory")),
         fed_step_by_side={side: FedStep(**v, in_turns=True) for side, v in figures["fed"].items()},
+        loader_beside=(_beside_part(figures["beside"], config.train_resolution) if "beside" in figures
+                       else None),
         setup_s=SetupExtra(first_eval_extra=max(0.0, 1 / figures["eval_first"] - 1 / figures["eval"])),
         loader_setup_s=(LoaderSetup(LoaderProbe(**probes["cold"]), LoaderProbe(**probes["warm"]))
                         if probes else None),

@@ -1,10 +1,11 @@
-"""`bench sweep=loader`: the FFCV train loader alone on the same images written with each
-of a few .beton write options (mode, max resolution, JPEG quality)."""
+"""`bench sweep=loader`: the FFCV train loader and the device loader (train_loader=device), each
+alone, on the same images written with each of a few .beton write options (mode, max
+resolution, JPEG quality)."""
 from __future__ import annotations
 
 import torch
 
-from ..data import ffcv_loaders
+from ..data import device_loader, ffcv_loaders
 from ..data.prepare import prepare
 from .timing import loader_alone
 
@@ -20,24 +21,29 @@ SWEEP_TRAIN_LIMIT = 5000          # images per variant, unless train_limit is gi
 
 
 def loader_sweep(config, device: torch.device, steps: int, say=print) -> None:
-    """The FFCV train loader alone, at the configuration's size and threads, on the same
-    images written with each LOADER_SWEEP variant (each a .beton of its own, cached); a
-    row printed as each is measured."""
+    """FFCV's train loader and the device loader alone, at the configuration's size and
+    threads, on the same images written with each LOADER_SWEEP variant (each a .beton of its
+    own, cached); a row printed as each is measured."""
     from ffcv.reader import Reader
 
     batch = config.batch_per_device
-    say(f"FFCV train loader alone: {config.train_resolution} px crops, batch {batch}, "
-        f"{config.workers_per_device} threads, images of {config.data_dir or config.dataset} "
-        f"(train_limit={config.train_limit})\n")
-    say("  write_mode  max res  quality  stored size       loader")
+    say(f"the train loaders alone: {config.train_resolution} px crops, batch {batch}, "
+        f"{config.workers_per_device} threads, on {device.type}, images of "
+        f"{config.data_dir or config.dataset} (train_limit={config.train_limit})\n")
+    say("  write_mode  max res  quality  stored size            FFCV loader     device loader")
     for mode, max_resolution, quality in LOADER_SWEEP:
         variant = config.replaced({"write_mode": mode, "write_max_resolution": max_resolution,
                                    "write_jpeg_quality": quality}, "bench sweep=loader")
         data = prepare(variant)
-        loader = ffcv_loaders.train_loader(data.train_path, variant.train_resolution, batch,
-                                      variant.workers_per_device, 0, device, False, variant.crop_scale_min)
-        rate, _ = loader_alone(loader, steps * 3, device, restarts=0)
+        rates = []
+        for loader in (ffcv_loaders.train_loader(data.train_path, variant.train_resolution, batch,
+                                                 variant.workers_per_device, 0, device, False,
+                                                 variant.crop_scale_min),
+                       device_loader.train_loader(data.train_path, variant.train_resolution, batch,
+                                                  variant.workers_per_device, 0, device, 0, 1,
+                                                  variant.crop_scale_min)):
+            rates.append(loader_alone(loader, steps * 3, device, restarts=0)[0])
         stored = Reader(data.train_path).alloc_table["size"].sum()   # without page padding
         say(f"  {mode:<11} {max_resolution:>6} px  q{quality:<4} "
-            f"{stored / data.train_samples / 1024:9.1f} KiB/image {rate:10.1f} img/s")
+            f"{stored / data.train_samples / 1024:9.1f} KiB/image {rates[0]:10.1f} img/s {rates[1]:10.1f} img/s")
     say(f"  ({data.train_samples} images in each variant)")

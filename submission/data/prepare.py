@@ -16,6 +16,7 @@ import numpy as np
 from ..config import Config, ConfigError, in_repository
 from . import sources
 from .beton_cache import cached_beton, head_sha256, write_settings
+from .beton_samples import refuse_unreadable
 from .image_checks import drop_unusable
 from .data_json import PreparedData
 from .sharding import refuse_fewer_than_one_batch
@@ -82,6 +83,9 @@ def prepare(config: Config, world_size: int | None = None) -> PreparedData:
     settings = write_settings(config)
     train_path = cached_beton(train, folder, "train", settings, workers)
     val_path = cached_beton(val, folder, "val", settings, workers)
+    if config.train_loader == "device":     # its header and fields only: no sample is read
+        for path in (train_path, val_path):
+            refuse_unreadable(path, "device")
     # one batch for each loader: enough to compile its pipeline (warmup.warm_up_loaders)
     count = max(config.batch_per_device, config.eval_batch)
     synthetic_folder = cache_folder(config) / "synthetic"

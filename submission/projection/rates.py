@@ -45,6 +45,16 @@ class LoaderModel:
     def per_thread(self) -> float:
         return self.figures.img_per_s / self.figures.threads
 
+    @property
+    def scales_with_threads(self) -> bool:
+        """A CPU loader's rate grows with its threads; the device loader's is the device's (its
+        threads only gather bytes), taken per process as measured."""
+        return self.kind != "device"
+
+    @property
+    def per_process(self) -> float:
+        return self.per_thread * self.threads if self.scales_with_threads else self.figures.img_per_s
+
 
 @dataclass(frozen=True)
 class Rates:
@@ -60,7 +70,7 @@ class Rates:
 
     @property
     def loader_rate(self) -> float:
-        return self.loader.per_thread * self.loader.threads * self.processes
+        return self.loader.per_process * self.processes
 
     def training(self, side: int) -> tuple[float, str]:
         """The whole system's training rate at `side`, and what limits it."""

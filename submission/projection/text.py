@@ -46,10 +46,14 @@ def _measured_lines(config: Config, profile: BenchProfile, loader_profile: Bench
         f"data-parallel efficiency {rates.dp_efficiency:g} "
         + ("(one process: none needed)" if rates.processes == 1 else
            "(assumed, not measured; pass dp_efficiency= to change it)"),
-        f"loader threads per process: {loader.threads} = min(workers_per_device "
-        f"{config.workers_per_device}, {loader.vcpu_source} / {config.processes_per_node} processes); "
-        f"the {'loader profile' if loader_profile is not None else 'profile'}'s loader ran "
-        f"{loader.figures.threads} threads at {loader.figures.img_per_s:,.0f} img/s, scaled per thread",
+        (f"loader threads per process: {loader.threads} = min(workers_per_device "
+         f"{config.workers_per_device}, {loader.vcpu_source} / {config.processes_per_node} processes); "
+         f"the {'loader profile' if loader_profile is not None else 'profile'}'s loader ran "
+         f"{loader.figures.threads} threads at {loader.figures.img_per_s:,.0f} img/s, scaled per thread"
+         if loader.scales_with_threads else
+         f"the device loader: {loader.figures.img_per_s:,.0f} img/s per process, as the "
+         f"{'loader profile' if loader_profile is not None else 'profile'} measured it (it decodes "
+         "on the device; its threads only gather bytes, so its rate is not scaled by them)"),
         "the loader's work the step does not hide, per image per process: "
         + ("; ".join(f"{cost * 1e3:.3g} ms at {side} px" for side, cost in sorted(costs.items()))
            + (", in between linear in the side" if len(costs) > 1 else ", at every side")

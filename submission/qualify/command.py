@@ -194,7 +194,7 @@ class Qualify:
                 watts, getattr(power, "idle_watts", None) if power else None,
                 (power.source if watts is not None else f"not measured: {power.not_measured}")
                 if power else "not measured: the profile holds no power figures",
-                " ".join(project)))
+                " ".join(project), loader_figures(profile)))
         return found
 
     def compiled_figures(self) -> list[record.CompiledFigures]:
@@ -265,6 +265,19 @@ class Qualify:
             {k: v for k, v in self.common.items() if k not in ("data_dir", "cache_dir")}, self.outcomes,
             self.recipe_figures(), self.compiled_figures(), self.campaign_figures())
         return record.write(self.out, q)
+
+
+def loader_figures(profile) -> list[record.LoaderFigures]:
+    """The profile's loaders: the run's, then the one measured beside it."""
+    measured = [(profile.loader, profile.fed_step_by_side, profile.eval_img_per_s)]
+    if profile.loader_beside is not None:
+        beside = profile.loader_beside
+        measured.append((beside.loader, beside.fed_step_by_side, beside.eval_img_per_s))
+    return [record.LoaderFigures(
+        loader.kind, loader.img_per_s, loader.threads,
+        {str(side): v.fed_img_per_s / v.synthetic_img_per_s for side, v in fed.items()}, eval_rate,
+        None if loader.device_memory_bytes is None else loader.device_memory_bytes / 2**20)
+        for loader, fed, eval_rate in measured]
 
 
 def _kj(joules: float | None) -> str:

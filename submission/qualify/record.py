@@ -48,6 +48,17 @@ def outcomes_line(parts: list[PartOutcome]) -> str:
 
 
 @dataclass
+class LoaderFigures:
+    """One loader of a recipe's bench (the run's, or the one measured beside it)."""
+    kind: str
+    img_per_s: float             # alone
+    threads: int
+    fed_ratio: dict[str, float]  # side -> the step fed by it over the synthetic step
+    eval_img_per_s: float
+    device_memory_mib: float | None
+
+
+@dataclass
 class RecipeFigures:
     """One recipe's eager bench, at the full training side."""
     recipe: str
@@ -61,6 +72,7 @@ class RecipeFigures:
     idle_watts: float | None
     power_note: str              # what read the watts, or why they were not measured
     project_command: str
+    loaders: list[LoaderFigures] = field(default_factory=list)   # the run's first
 
 
 @dataclass
@@ -153,6 +165,14 @@ def markdown(q: Qualification) -> str:
                      else "not measured")
             lines.append(f"| {r.recipe} | {r.side} px | {r.step_img_per_s:,.1f} | {_num(r.mfu, '{:.1%}')} | "
                          f"{r.eval_img_per_s:,.1f} | {r.loader_img_per_s:,.1f} | {watts} | `{r.profile}` |")
+        lines += ["", "The loaders side by side (the step fed by each: its rate over the synthetic "
+                      "step's at that side; the first of each recipe is the one it trains with):", "",
+                  "| recipe | loader | img/s alone | CPU threads | step fed | eval img/s | device MiB |",
+                  "|---|---|---|---|---|---|---|"]
+        lines += [f"| {r.recipe} | {l.kind} | {l.img_per_s:,.1f} | {l.threads} | "
+                  + ", ".join(f"{side} px {ratio:.2f}x" for side, ratio in l.fed_ratio.items())
+                  + f" | {l.eval_img_per_s:,.1f} | {_num(l.device_memory_mib, '{:,.0f}')} |"
+                  for r in q.recipes for l in r.loaders]
         lines += ["", "Power: " + "; ".join(dict.fromkeys(r.power_note for r in q.recipes)), "",
                   "Each profile projects a run with `project` (and `tradeoff`'s `profile_<recipe>=`):", ""]
         lines += [f"    {r.project_command}" for r in q.recipes]

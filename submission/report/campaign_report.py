@@ -60,7 +60,8 @@ def _bench_section(system_dir: Path) -> list[str]:
         lines.append(f"| evaluation at {settings.get('eval_resolution')} px | {profile['eval_img_per_s']:,.1f} |")
         loader = profile.get("loader") or {}
         if loader:
-            lines.append(f"| FFCV train loader alone, {loader.get('threads')} threads | "
+            name = {"ffcv": "FFCV"}.get(loader.get("kind", "ffcv"), loader.get("kind"))
+            lines.append(f"| {name} train loader alone, {loader.get('threads')} threads | "
                          f"{loader.get('img_per_s', 0):,.1f} |")
         lines.append("")
     return lines

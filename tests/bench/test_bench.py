@@ -36,11 +36,21 @@ def test_bench_on_a_small_training_set_writes_a_profile_of_every_size(tmp_path, 
     assert isinstance(data["loader"]["epoch_start_s"], float) and "each epoch's start costs" in done.stdout
     assert data["eval_forward_img_per_s"] > 0 and "evaluation forward, synthetic, 32 px" in done.stdout
     fed = data["fed_step_by_side"]                 # at full size and at the smallest side
-    fed_row = next(line for line in done.stdout.splitlines() if "step fed by the loader  " in line)
+    fed_row = next(line for line in done.stdout.splitlines() if "step fed by the FFCV loader  " in line)
     assert fed_row.endswith(f"x the recipe step beside it ({fed['32']['synthetic_img_per_s']:.1f} img/s)")
     assert sorted(map(int, fed)) == [16, 32] and all(v["in_turns"] is True for v in fed.values())
     assert all(v["fed_img_per_s"] > 0 and v["synthetic_img_per_s"] > 0 for v in fed.values())
-    assert "the step fed by the loader, in turns with the synthetic step" in done.stdout
+    assert "the step fed by the FFCV loader, in turns with the synthetic step" in done.stdout
+    # the device loader beside FFCV's: the same rows, then one row per loader
+    beside = data["loader_beside"]
+    assert beside["loader"]["kind"] == "device" and beside["loader"]["img_per_s"] > 0
+    assert sorted(map(int, beside["fed_step_by_side"])) == [16, 32] and beside["eval_img_per_s"] > 0
+    table = done.stdout.split("the loaders side by side")[1].splitlines()
+    assert table[1].split()[:4] == ["loader", "img/s", "alone", "threads"]
+    rows = {line.split()[0]: line.split() for line in table[2:4]}
+    assert set(rows) == {"FFCV", "device"} and rows["FFCV"][1:3] == ["(the", "run's)"]
+    ratio = fed["32"]["fed_img_per_s"] / fed["32"]["synthetic_img_per_s"]
+    assert rows["FFCV"][5] == f"{ratio:.2f}x" and rows["device"][2] == "1"
     assert data["settings"]["cudnn_benchmark"] is False is data["settings"]["compile_dynamic"]
     assert 0 < data["mfu"]["mfu"] < 1 and data["mfu"]["flops_per_image"] > 1e8
     overhead = data["loop_overhead"]
@@ -71,7 +81,8 @@ def test_loader_sweep_times_every_write_option_on_the_same_images(tmp_path):
     assert [(r[0], r[1], r[3]) for r in rows] == [
         ("proportion", "500", "q90"), ("raw", "500", "q90"), ("jpg", "500", "q90"),
         ("proportion", "350", "q90"), ("jpg", "350", "q75")]
-    assert all(float(r[-2]) > 0 and float(r[4]) > 0 for r in rows)
+    assert all(float(r[-4]) > 0 and float(r[-2]) > 0 and float(r[4]) > 0 for r in rows)   # FFCV, device
+    assert "FFCV loader     device loader" in done.stdout
     assert "36 images" in done.stdout
     betons = list((tmp_path / "cache" / "images").glob("train-*.beton"))
     assert len(betons) == 5                          # one file per write option

@@ -215,3 +215,22 @@ def test_sides_a_mild_profile_lacks_are_interpolated_between_their_neighbours():
     with pytest.raises(projection.ProfileError, match=r"side\(s\) 100, 104 px, .*more than 10% outside its measured 120-176 px"):
         _project(_hot("p4d"), _gpu_mild([120, 140, 176]), "gpu.json",
                            loader_profile=loader, loader_profile_name="l.json")
+
+
+def test_the_device_loaders_rate_is_taken_per_process_not_scaled_by_its_threads():
+    """The device loader decodes on the GPU: 2,000 img/s measured with 4 gathering threads is
+    2,000 per process on p4d however many threads its vCPUs would give (FFCV's would scale)."""
+    device = _gpu_mild(train_loader="device")
+    device["loader"].update(kind="device", img_per_s=2000.0, threads=4)
+    config = config_module.resolve("p4d", {"train_loader": "device", "workers_per_device": "12"})
+    result = _project(config, device, "device.json")
+    train = [p for p in result.parts if p.what.startswith("train ")]
+    assert max(p.img_per_s for p in train) == pytest.approx(2000.0 * 8)
+    assert any(p.limited_by == "loader" for p in train)
+    text = projection.format_projection(result)
+    assert "the device loader: 2,000 img/s per process, as the profile measured it" in text
+    ffcv = _gpu_mild()
+    ffcv["loader"].update(img_per_s=2000.0, threads=4)
+    scaled = _project(config_module.resolve("p4d", {"workers_per_device": "12"}), ffcv, "ffcv.json")
+    scaled_train = [p for p in scaled.parts if p.what.startswith("train ")]     # 500 x 12 threads x 8
+    assert all(p.limited_by != "loader" for p in scaled_train) and max(p.img_per_s for p in scaled_train) > 2000.0 * 8

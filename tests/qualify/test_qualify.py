@@ -58,6 +58,11 @@ def test_qualify_profiles_the_recipes_asked_and_times_a_campaign_inside_its_budg
         assert f"# Projection: recipe {recipe.recipe}" in projected.stdout
         assert json.loads((out / recipe.profile).read_text())["settings"]["recipe"] == recipe.recipe
 
+    # each recipe's loader and the device loader beside it, side by side in qualify.md
+    assert [[l.kind for l in r.loaders] for r in q.recipes] == [["ffcv", "device"], ["torchvision", "device"]]
+    assert all(l.img_per_s > 0 and l.eval_img_per_s > 0 and l.fed_ratio for r in q.recipes for l in r.loaders)
+    text = (out / record.MARKDOWN).read_text()
+    assert "| mild | device |" in text and "| hot | torchvision |" in text and "| hot | device |" in text
     campaign = q.campaign
     assert campaign is not None and len(campaign.runs) == 2
     assert all(run.minutes and run.minutes > 0 and run.first_window_ratio for run in campaign.runs)
@@ -65,7 +70,6 @@ def test_qualify_profiles_the_recipes_asked_and_times_a_campaign_inside_its_budg
         assert (run.joules is None) == campaign.energy_note.startswith("not measured: ")
         assert run.joules is None or run.joules > 0
     assert "RAPL" in campaign.energy_note
-    text = (out / record.MARKDOWN).read_text()
     assert "## The short campaign" in text and campaign.energy_note.split(":")[0] in text
     assert "| energy (kJ) |" in (out / record.REPORT).read_text()
     _hot_profile_measures_its_loader_and_its_sam_steps(out)
