@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from submission.data.pillow_build import SIMD, pillow_build
 from submission.data.synthetic_images import FolderShape, picture
 from submission.methods import randaugment_batch, trivialaugment, trivialaugment_batch
 
@@ -15,6 +16,9 @@ from submission.methods import randaugment_batch, trivialaugment, trivialaugment
 SHAPE = FolderShape(classes=4, train_per_class=4, val_per_class=1, sides=(48, 64))
 CROPS = {"44x36": (0, 0, 44, 36), "40x40": (0, 0, 40, 40)}
 OPERATIONS = {operation.kind: operation for operation in trivialaugment.WIDE}
+# the kinds reproduce Pillow's arithmetic; Pillow-SIMD's RGB -> L is one level off it on about
+# 0.05% of pixels, times |factor - 1| in Color's blend (test_randaugment_batch.py)
+TOLERANCE = {"color": (10, 0.01)} if pillow_build().startswith(SIMD) else {}
 
 
 def images_of(crop):
@@ -42,9 +46,11 @@ def test_each_wide_kind_on_a_batch_is_its_pil_operation_at_every_value(kind, cro
     for start in range(0, len(values), len(images)):
         chunk = values[start:start + len(images)]
         done = trivialaugment_batch.KINDS[kind](batch[:len(chunk)], chunk)
+        most, share = TOLERANCE.get(kind, (0, 0.0))
         for image, value, mine in zip(images, chunk, done):
-            reference = np.asarray(operation.apply(image, value if operation.draw else None))
-            assert np.array_equal(pixels(mine), reference), (kind, crop, value)
+            reference = np.asarray(operation.apply(image, value if operation.draw else None)).astype(int)
+            difference = np.abs(pixels(mine).astype(int) - reference)
+            assert difference.max() <= most and (difference > 0).mean() <= share, (kind, crop, value)
 
 
 def test_the_rotations_include_the_right_angles_and_the_translations_whole_pixels():
