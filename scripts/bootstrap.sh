@@ -90,10 +90,11 @@ fi
 
 # 3. Pillow-SIMD in place of Pillow (docs/cpu-augment.md): the same PIL package, with SIMD kernels
 # for resizing, filters and colour conversion. Its documented install: uninstall Pillow, then
-# CC="cc -mavx2" pip install --force-reinstall pillow-simd. Here the wheel is built first, so a
-# build that fails leaves Pillow as it was; once installed, torchvision and the harness must
-# import it and resize with it, or Pillow is put back. pip installs Pillow again whenever it
-# installs the pinned packages (torchvision asks for it): this step then builds Pillow-SIMD again.
+# CC="cc -mavx2" pip install --force-reinstall pillow-simd. Here the wheel is built first, never
+# taken from pip's cache (it may hold a build with other flags), so a build that fails leaves
+# Pillow as it was; once installed, torchvision and the harness must import it and resize with
+# it, or Pillow is put back. pip installs Pillow again whenever it installs the pinned packages
+# (torchvision asks for it): this step then builds Pillow-SIMD again.
 pillow_build() { "$VENV/bin/python" -c 'from submission.data.pillow_build import pillow_build; print(pillow_build())'; }
 simd_works() {     # torchvision and the harness import it, and a crop resizes with it
     "$VENV/bin/python" -c '
@@ -116,7 +117,7 @@ if [[ $want_simd == true ]]; then
         grep -qw avx2 /proc/cpuinfo 2>/dev/null && flags="-mavx2"      # else Pillow-SIMD's own -msse4
         say "building Pillow-SIMD $PILLOW_SIMD_VERSION from source in place of $running, CC=\"${CC:-cc} $flags\" (a few minutes)"
         wheels=$(mktemp -d)
-        if CC="${CC:-cc} $flags" "$VENV/bin/python" -m pip wheel --quiet --no-deps --no-binary pillow-simd \
+        if CC="${CC:-cc} $flags" "$VENV/bin/python" -m pip wheel --quiet --no-cache-dir --no-deps --no-binary pillow-simd \
                 -w "$wheels" "pillow-simd==$PILLOW_SIMD_VERSION" > "$wheels/build.log" 2>&1; then
             if "$VENV/bin/python" -m pip uninstall --quiet -y pillow \
                     && "$VENV/bin/python" -m pip install --quiet --no-deps --force-reinstall "$wheels"/pillow_simd-*.whl \
