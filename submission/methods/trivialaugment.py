@@ -16,8 +16,8 @@ depth, no severity. `trivialaugment=` names the set and its ranges:
   none      off.
 
 The ranges differ (wide / Composer at severity 10): shear 0-0.99 / 0-0.3, rotation 0-135 /
-0-30 degrees, translation 0-32 px whatever the side / up to a third of the side, enhancement
-factors 0.01-1.99 / 0.1-10, posterize 2-8 / 1-4 bits, solarize thresholds 0-255 / 0-256;
+0-29 degrees, translation 0-32 px whatever the side / up to a third of the side, enhancement
+factors 0.01-1.99 / 0.1-10, posterize 2-8 / 1-4 bits, solarize thresholds 0-255 / 1-254;
 geometric operations resample NEAREST / BILINEAR (docs/cpu-augment.md).
 
 Randomness comes from numpy's global generator, as RandAugment's (the DataLoader seeds it in
