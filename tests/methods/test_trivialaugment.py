@@ -105,6 +105,14 @@ def test_a_configuration_names_it_and_refuses_it_beside_randaugment_or_with_ffcv
     assert resolve(None, {"recipe": "hot"}).trivialaugment == "none"
 
 
+def test_the_torchvision_loader_gets_the_configurations_trivialaugment_or_its_randaugment():
+    from submission.data.run_loaders import augmentation_of
+    augment = augmentation_of(resolve(None, {"recipe": "hot", "randaugment_depth": "0", "trivialaugment": "wide"}))
+    assert isinstance(augment, TrivialAugment) and augment.space == "wide"
+    assert isinstance(augmentation_of(resolve(None, {"recipe": "hot"})), RandAugment)
+    assert augmentation_of(resolve(None, {"recipe": "hot", "randaugment_depth": "0"})) is None
+
+
 def test_an_unknown_space_is_refused_by_name_and_the_transform_runs_in_a_pipeline():
     with pytest.raises(ValueError, match="space"):
         TrivialAugment("narrow")
