@@ -75,6 +75,7 @@ class Measured:
     device_name: str | None = figure(TEXT, None)
     torch: str | None = figure(TEXT, None)
     python: str | None = figure(TEXT, None)
+    pillow: str | None = figure(TEXT, None)            # "Pillow 13.0.0", "Pillow-SIMD 12.1.1.post0"
     steps: int | None = figure(COUNT, None)
     rounds: int | None = figure(COUNT, None)
 
@@ -160,6 +161,7 @@ class Augmentation:
     threads: int | None = figure(COUNT, None)
     resolution: int | None = figure(COUNT, None)
     source: str | None = figure(TEXT, None)
+    augmentation: str | None = figure(TEXT, None)      # what the `randaugment` stage ran (TrivialAugment too)
 
 
 @dataclass(frozen=True)

@@ -74,6 +74,7 @@ def test_the_bench_writes_version_2_with_every_figure_it_measured(tmp_path):
     assert data["schema"] == 2 and set(data["settings"]) == set(profile_module.RECORDED_SETTINGS)
     assert data["settings"]["system"] == "cpu" and data["settings"]["sam_interval"] == 0
     assert data["measured"]["steps"] == 10 and data["measured"]["rounds"] == 3
+    assert data["measured"]["pillow"].split()[0] in ("Pillow", "Pillow-SIMD")     # which ran, and its version
     assert data["train_step"]["16"] == {"img_per_s": 300.0, "first_step_s": 0.4}
     assert data["fed_step_by_side"]["16"] == {"fed_img_per_s": 250.0, "synthetic_img_per_s": 290.0,
                                               "in_turns": True}

@@ -48,12 +48,13 @@ from pathlib import Path
 import torch
 import torchvision
 
-from .. import distributed, energy
+from .. import distributed, energy, methods
 from ..bench_profile import (Augmentation, BenchProfile, FedStep, Loader, LoaderBeside, LoaderProbe, LoaderSetup,
                              LoopOverhead, Measured, Power, SetupExtra, SideStep, recorded_settings)
 from ..data import ffcv_loaders, ffcv_threads
 from ..data.prepare import cache_folder, prepare
-from ..data.run_loaders import randaugment_of, run_loaders
+from ..data.pillow_build import pillow_build
+from ..data.run_loaders import augmentation_of, run_loaders
 from ..methods.loss import LOSSES
 from ..methods.progressive_resize import resize_batch
 from ..run_plan import RunPlan
@@ -405,7 +406,7 @@ def beside(config) -> str:
     beside the device loader, the one the recipe would use without it."""
     if config.train_loader != "device":
         return "device"
-    return "torchvision" if config.randaugment_depth else "ffcv"
+    return "torchvision" if augmentation_of(config) is not None else "ffcv"
 
 
 def _loader_rows(config, step, data, device, steps: int, rounds: int, full, smallest: int,
@@ -440,7 +441,8 @@ def _one_loader(config, step, data, device, steps: int, rounds: int, full, base:
     found["memory"] = memory()
     say(f"\n{_row(f'{name} train loader alone', found['img_per_s'], base)}")
     say(f"  per loader thread: {found['img_per_s'] / config.workers_per_device:.1f} img/s "
-        f"({config.workers_per_device} {'DataLoader worker(s)' if name == 'torchvision' else 'thread(s)'})"
+        f"({config.workers_per_device} "
+        + (f"DataLoader worker(s), {pillow_build()})" if name == "torchvision" else "thread(s))")
         + (f"; its device memory at most {found['memory'] / 2**20:,.0f} MiB" if found["memory"] else ""))
     say(f"  the loader alone is timed inside epochs; each epoch's start costs "
         f"{found['epoch_start_s'] or 0:.2f} s more than a steady batch (threads started, "
@@ -526,11 +528,14 @@ AUGMENTATION_IMAGES = 300
 def augmentation_cost(config, data, images: int = AUGMENTATION_IMAGES) -> dict:
     """ms per image of the torchvision loader's CPU work, in this process on one thread,
     over `images` images of the run's training .beton (cycled when it holds fewer): decode
-    (torchvision_loader.BetonImages), crop + flip (RandomResizedCrop, flip), RandAugment,
-    to tensor (the transforms of torchvision_loader.image_transform, each timed alone)."""
+    (torchvision_loader.BetonImages), crop + flip (RandomResizedCrop, flip), the augmentation
+    (RandAugment or TrivialAugment: the profile's `randaugment` stage), to tensor (the
+    transforms of torchvision_loader.image_transform, each timed alone)."""
     from ..data import torchvision_loader
 
-    augment = randaugment_of(config)
+    augment = augmentation_of(config)
+    augmentation = next((m.named(config) for m in methods.ALL if m.on(config)
+                         and m.setting in ("randaugment_depth", "trivialaugment")), "no augmentation")
     transforms = list(getattr(torchvision_loader.image_transform(
         config.train_resolution, config.crop_scale_min, augment), "transforms"))
     at = next((i for i, t in enumerate(transforms) if augment is not None and t is augment), None)
@@ -561,12 +566,11 @@ def augmentation_cost(config, data, images: int = AUGMENTATION_IMAGES) -> dict:
     figures = {name: value / images * 1e3 for name, value in seconds.items()}
     figures["total"] = sum(figures.values())
     figures.update(images=images, threads=1, resolution=config.train_resolution,
-                   source=f"{Path(str(data.train_path)).name} ({count} images)")
+                   source=f"{Path(str(data.train_path)).name} ({count} images)", augmentation=augmentation)
     say(f"\n  the torchvision loader's CPU work per image, one thread, {images} images of the run's "
-        ".beton (ms per image):")
+        f".beton (ms per image, {pillow_build()}):")
     for name, label in (("decode", "decode (BetonImages)"), ("crop_flip", "random resized crop + flip"),
-                        ("randaugment", f"RandAugment (depth {config.randaugment_depth}, severity "
-                                        f"{config.randaugment_severity}, {config.randaugment_set})"),
+                        ("randaugment", augmentation),
                         ("to_tensor", "to tensor"), ("total", "total")):
         say(f"  {label:<54}{figures[name]:8.3f} ms")
     say(f"  = at most {1e3 / figures['total']:.0f} img/s per thread from the transforms alone")
@@ -592,7 +596,8 @@ def profile(config, figures: dict, steps: int, rounds: int) -> BenchProfile:
         measured=Measured(date=datetime.date.today().isoformat(),
                           host=f"{host['host_processor_model_name']}, {host['host_processor_vcpu_count']} vCPUs",
                           device=config.device_type, device_name=device_name, torch=torch.__version__,
-                          python=platform.python_version(), steps=figures.get("timed_steps", steps),
+                          python=platform.python_version(), pillow=pillow_build(),
+                          steps=figures.get("timed_steps", steps),
                           rounds=rounds),
         settings=recorded_settings(config),
         train_step={side: SideStep(**v) for side, v in figures["sizes"].items()},

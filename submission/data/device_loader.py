@@ -11,7 +11,8 @@ tries and its centre fallback; compiled as FFCV compiles it) from a generator se
 padded array and each JPEG's bytes gathered, in pinned memory on a GPU. Then on the device:
 the raw array copied over, the JPEGs decoded as one batch (torchvision's decode_jpeg: nvJPEG
 on a GPU), every crop resized by gathering and summing the rows and columns its taps name
-(the flip is in the column taps), RandAugment where the recipe has it (methods/randaugment_batch.py). Batches leave as
+(the flip is in the column taps), RandAugment or TrivialAugment where the configuration has
+one (methods/randaugment_batch.py, trivialaugment_batch.py). Batches leave as
 FFCV's do: uint8 N x 3 x side x side in channels-last memory on the device, labels int64 (N, 1).
 
 On a GPU the device work is queued on a CUDA stream of the loader's own, AHEAD batches before
@@ -36,6 +37,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import torch
@@ -49,6 +51,30 @@ CHUNK = 64       # images resized together: bounds their rows' float32 sums (64 
 
 class UndecodableSample(RuntimeError):
     """A sample's JPEG does not decode: the .beton is damaged."""
+
+
+@dataclass(frozen=True)
+class BatchAugment:
+    """The configuration's per-image augmentation on a batch: its draws for `count` images from
+    a generator, on the host, and their application to a uint8 batch, on the device."""
+    draw: Callable[[int, np.random.Generator], list]
+    apply: Callable[[torch.Tensor, list], torch.Tensor]
+
+    @classmethod
+    def of(cls, augment) -> "BatchAugment | None":
+        """The batched form of `augment` (run_loaders.augmentation_of: a RandAugment or a
+        TrivialAugment, the PIL transforms that name the settings), or None."""
+        from ..methods import randaugment_batch, trivialaugment_batch
+        from ..methods.trivialaugment import TrivialAugment
+        if augment is None or getattr(augment, "depth", 1) == 0:
+            return None
+        if isinstance(augment, TrivialAugment):
+            space = augment.space
+            return cls(lambda count, random: trivialaugment_batch.draw(count, space, random),
+                       lambda images, steps: trivialaugment_batch.apply(images, steps, space))
+        severity, depth, chosen = augment.severity, augment.depth, augment.augmentation_set
+        return cls(lambda count, random: randaugment_batch.draw(count, severity, depth, chosen, random),
+                   lambda images, steps: randaugment_batch.apply(images, steps, chosen))
 
 
 @functools.cache
@@ -105,7 +131,7 @@ class HostBatch:
     raw: torch.Tensor | None             # (r, H, W, 3) uint8: each raw image at its top left
     jpeg_rows: np.ndarray
     jpegs: list                          # each JPEG's bytes, CPU uint8 tensors
-    augment: list | None                 # RandAugment's draws (randaugment_batch.draw)
+    augment: list | None                 # the augmentation's draws (BatchAugment.draw)
 
 
 class DeviceLoader:
@@ -113,13 +139,13 @@ class DeviceLoader:
 
     def __init__(self, path: str | Path, *, side: int, batch_size: int, device: torch.device,
                  threads: int, train: bool, seed: int = 0, rank: int = 0, world_size: int = 1,
-                 crop_scale_min: float = 0.08, center_ratio: float = 1.0, randaugment=None,
+                 crop_scale_min: float = 0.08, center_ratio: float = 1.0, augment=None,
                  ahead: int = AHEAD):
         self.samples = BetonSamples(path, "device")
         self.side, self.batch_size, self.device, self.threads = side, batch_size, device, threads
         self.train, self.seed, self.rank, self.world_size = train, seed, rank, world_size
         self.crop_scale_min, self.center_ratio = crop_scale_min, center_ratio
-        self.randaugment = randaugment if randaugment is not None and randaugment.depth else None
+        self.augment = BatchAugment.of(augment)
         self.batches_ahead, self.epoch = ahead, 0
         self._pool: ThreadPoolExecutor | None = None
 
@@ -185,12 +211,7 @@ class DeviceLoader:
         list(self._pool.map(gather, [range(start, min(start + share, len(indices)))
                                      for start in range(0, len(indices), share)]))
         labels = torch.from_numpy(samples.labels[indices]).view(-1, 1)
-        augment = None
-        if self.randaugment is not None:
-            from ..methods import randaugment_batch
-            ra = self.randaugment
-            augment = randaugment_batch.draw(len(indices), ra.severity, ra.depth, ra.augmentation_set,
-                                             np.random.default_rng(seed))
+        augment = self.augment.draw(len(indices), np.random.default_rng(seed)) if self.augment else None
         return HostBatch(indices, labels.pin_memory() if pin else labels, boxes, flips,
                          area_resize.taps(boxes, flips, self.side), raw_rows, raw, jpeg_rows, jpegs, augment)
 
@@ -211,8 +232,7 @@ class DeviceLoader:
             self._resize_into(out, host.jpeg_rows, canvas, taps)
         images = out.round_().clamp_(0, 255).to(torch.uint8).permute(0, 3, 1, 2)   # channels last
         if host.augment is not None:
-            from ..methods import randaugment_batch
-            images = randaugment_batch.apply(images, host.augment, self.randaugment.augmentation_set)
+            images = self.augment.apply(images, host.augment)
         return (images.contiguous(memory_format=torch.channels_last),
                 host.labels.to(device, non_blocking=cuda))
 
@@ -336,12 +356,12 @@ class _Ahead:
 
 def train_loader(path: str, resolution: int, batch_size: int, workers: int, seed: int,
                  device: torch.device, rank: int, world_size: int, crop_scale_min: float = 0.08,
-                 randaugment=None) -> DeviceLoader:
-    """The training loader of a .beton: FFCV's train loader's batches (and RandAugment's, with
-    `randaugment`, a methods.randaugment.RandAugment: its severity, depth and set)."""
+                 augment=None) -> DeviceLoader:
+    """The training loader of a .beton: FFCV's train loader's batches, with `augment` (a
+    RandAugment or TrivialAugment: run_loaders.augmentation_of) on each image of the batch."""
     return DeviceLoader(path, side=resolution, batch_size=batch_size, device=device, threads=workers,
                         train=True, seed=seed, rank=rank, world_size=world_size,
-                        crop_scale_min=crop_scale_min, randaugment=randaugment)
+                        crop_scale_min=crop_scale_min, augment=augment)
 
 
 def val_loader(path: str, resolution: int, resize: int, batch_size: int, workers: int,

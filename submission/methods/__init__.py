@@ -16,6 +16,9 @@ colout              batch-wise removal of random rows and columns
 randaugment         per-image PIL augmentation (Hot), in the torchvision loader's workers
                     (data/run_loaders.py hands it to data/torchvision_loader.py)
 
+Not in a published recipe (docs/cpu-augment.md):
+trivialaugment      one PIL operation per image in place of RandAugment, where RandAugment acts
+
 Each module declares what the harness knows of it besides its code (`DECLARATIONS`,
 method.py). `ALL` collects every module here that declares one, in the order of the modules'
 names. The table is read from each module's source, its `DECLARATIONS = ...` statement

@@ -33,7 +33,12 @@ def draw(count: int, severity: float, depth: int, augmentation_set: str,
          random: np.random.Generator) -> list[tuple[np.ndarray, np.ndarray]]:
     """For each of `depth` steps: (the operation of each image, as an index into the set; the
     value each image's operation applies), drawn as randaugment.py draws them."""
-    operations = AUGMENTATION_SETS[augmentation_set]
+    return draw_operations(count, AUGMENTATION_SETS[augmentation_set], severity, depth, random)
+
+
+def draw_operations(count: int, operations: list, severity: float, depth: int,
+                    random: np.random.Generator) -> list[tuple[np.ndarray, np.ndarray]]:
+    """`draw` over any list of randaugment.Operation (trivialaugment_batch.py's sets too)."""
     steps = []
     for _ in range(depth):
         chosen = random.integers(0, len(operations), count)
@@ -49,14 +54,21 @@ def draw(count: int, severity: float, depth: int, augmentation_set: str,
 def apply(images: torch.Tensor, steps: list[tuple[np.ndarray, np.ndarray]],
           augmentation_set: str) -> torch.Tensor:
     """`images` (uint8, N x 3 x H x W) after the drawn steps, each image's own."""
-    operations = AUGMENTATION_SETS[augmentation_set]
+    return apply_operations(images, steps, AUGMENTATION_SETS[augmentation_set])
+
+
+def apply_operations(images: torch.Tensor, steps: list[tuple[np.ndarray, np.ndarray]],
+                     operations: list, kinds: dict | None = None) -> torch.Tensor:
+    """`apply` over any list of operations, each run by its kind's batched function in
+    `kinds` (these KINDS unless given)."""
+    kinds = KINDS if kinds is None else kinds
     for chosen, values in steps:
         images = images.clone()
         for k, operation in enumerate(operations):
             where = np.flatnonzero(chosen == k)
             if len(where):
                 rows = torch.from_numpy(where).to(images.device)
-                done = KINDS[operation.kind](images.index_select(0, rows), values[where])
+                done = kinds[operation.kind](images.index_select(0, rows), values[where])
                 images.index_copy_(0, rows, done)
     return images
 
@@ -94,7 +106,9 @@ def posterize(images: torch.Tensor, bits) -> torch.Tensor:
 
 
 def solarize(images: torch.Tensor, thresholds) -> torch.Tensor:
-    return torch.where(images >= _per_image(thresholds, images, torch.int16), 255 - images, images)
+    # PIL solarizes the levels at or above the threshold (ImageOps.solarize: i < threshold
+    # stays); a threshold between two levels starts at the next whole one
+    return torch.where(images >= _per_image(np.ceil(thresholds), images, torch.int16), 255 - images, images)
 
 
 def _warp(images: torch.Tensor, matrices: np.ndarray) -> torch.Tensor:
@@ -117,21 +131,26 @@ def _warp(images: torch.Tensor, matrices: np.ndarray) -> torch.Tensor:
     return torch.where(inside.unsqueeze(1), sampled + ROUND_OFF, 0.0).clamp_(0, 255).to(torch.uint8)
 
 
-def rotate(images: torch.Tensor, degrees) -> torch.Tensor:
-    """PIL's Image.rotate(degrees) about the centre (w / 2, h / 2), counter-clockwise."""
-    height, width = images.shape[-2:]
+def rotation_matrices(degrees, height: int, width: int) -> np.ndarray:
+    """PIL's Image.rotate(degrees) matrices about the centre (w / 2, h / 2), counter-clockwise:
+    the angle taken modulo 360, then its cosine and sine rounded to 15 places (Image.py)."""
     matrices = []
     for value in np.asarray(degrees, np.float64):
-        angle = -math.radians(value)
+        angle = -math.radians(value % 360.0)
         a, b = round(math.cos(angle), 15), round(math.sin(angle), 15)
         d, e = -b, a
         c = a * (-width / 2) + b * (-height / 2) + width / 2
         f = d * (-width / 2) + e * (-height / 2) + height / 2
         matrices.append((a, b, c, d, e, f))
-    return _warp(images, np.array(matrices))
+    return np.array(matrices).reshape(-1, 6)
 
 
-def _matrices(count: int, **entries) -> np.ndarray:
+def rotate(images: torch.Tensor, degrees) -> torch.Tensor:
+    """PIL's Image.rotate(degrees) about the centre (w / 2, h / 2), counter-clockwise."""
+    return _warp(images, rotation_matrices(degrees, *images.shape[-2:]))
+
+
+def affine_matrices(count: int, **entries) -> np.ndarray:
     """Identity affine matrices (a, b, c, d, e, f) with the named entries set per image."""
     matrices = np.tile(np.array([1.0, 0, 0, 0, 1, 0]), (count, 1))
     for name, values in entries.items():
@@ -140,19 +159,19 @@ def _matrices(count: int, **entries) -> np.ndarray:
 
 
 def shear_x(images: torch.Tensor, shears) -> torch.Tensor:
-    return _warp(images, _matrices(len(images), b=shears))
+    return _warp(images, affine_matrices(len(images), b=shears))
 
 
 def shear_y(images: torch.Tensor, shears) -> torch.Tensor:
-    return _warp(images, _matrices(len(images), d=shears))
+    return _warp(images, affine_matrices(len(images), d=shears))
 
 
 def translate_x(images: torch.Tensor, levels) -> torch.Tensor:
-    return _warp(images, _matrices(len(images), c=translation_pixels(np.asarray(levels), images.shape[-1])))
+    return _warp(images, affine_matrices(len(images), c=translation_pixels(np.asarray(levels), images.shape[-1])))
 
 
 def translate_y(images: torch.Tensor, levels) -> torch.Tensor:
-    return _warp(images, _matrices(len(images), f=translation_pixels(np.asarray(levels), images.shape[-2])))
+    return _warp(images, affine_matrices(len(images), f=translation_pixels(np.asarray(levels), images.shape[-2])))
 
 
 def _grey(images: torch.Tensor) -> torch.Tensor:

@@ -19,8 +19,9 @@ from submission.data.device_loader import UndecodableSample, random_crops
 from submission.data.prepare import prepare
 from submission.data.sharding import steps_per_epoch
 from submission.data.synthetic_images import FolderShape, write_folder
-from submission.methods import randaugment_batch
+from submission.methods import randaugment_batch, trivialaugment_batch
 from submission.methods.randaugment import RandAugment
+from submission.methods.trivialaugment import TrivialAugment
 
 # torchvision 0.29 announces that its decoders move to TorchCodec (docs/gpu-data.md)
 DECODERS_MOVING = pytest.mark.filterwarnings("ignore:The image decoding and encoding capabilities:DeprecationWarning")
@@ -167,15 +168,18 @@ def test_evaluation_across_ranks_scores_each_image_once(numbered):
     assert sorted(seen) == list(range(23))
 
 
-def test_randaugment_is_the_batched_randaugment_of_the_batches_draws(photos):
+@pytest.mark.parametrize("augment, batched", [
+    (RandAugment(10, 1, "all"), lambda images, steps: randaugment_batch.apply(images, steps, "all")),
+    (TrivialAugment("wide"), lambda images, steps: trivialaugment_batch.apply(images, steps, "wide"))])
+def test_the_augmentation_is_its_batched_form_on_the_batchs_draws(photos, augment, batched):
     hot = device_loader.train_loader(photos["proportion"].train_path, SIDE, 12, 1, 5, CPU, 0, 1,
-                                     randaugment=RandAugment(10, 1, "all"))
+                                     augment=augment)
     indices = hot.order(0)[:12]
     host = hot.host(indices, seed=2)
     augmented, _ = hot.on_device(host)
-    host.augment, plain = None, None
+    host.augment = None
     plain, _ = hot.on_device(host)
-    assert torch.equal(augmented, randaugment_batch.apply(plain, hot.host(indices, seed=2).augment, "all"))
+    assert torch.equal(augmented, batched(plain, hot.host(indices, seed=2).augment))
     assert not torch.equal(augmented, plain)
 
 

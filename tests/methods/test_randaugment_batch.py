@@ -7,6 +7,7 @@ import pytest
 import torch
 from PIL import Image
 
+from submission.data.pillow_build import SIMD, pillow_build
 from submission.data.synthetic_images import FolderShape, picture
 from submission.methods import randaugment, randaugment_batch
 
@@ -19,6 +20,10 @@ BATCH = torch.stack([torch.from_numpy(np.array(image)).permute(2, 0, 1) for imag
 # lookups, blends and whole-pixel shifts are exact (2026-11-27, on the CPU: every kind was);
 # a warp's bilinear samples and autocontrast's scale may round the other way on another device
 TOLERANCE = {"rotate": (1, 0.005), "shear_x": (1, 0.005), "shear_y": (1, 0.005), "autocontrast": (1, 0.005)}
+if pillow_build().startswith(SIMD):
+    # Pillow-SIMD's RGB -> L (SSE4, 15-bit weights 9798, 19235, 3735) is one level off Pillow's
+    # on about 0.05% of pixels (2026-11-27); Color's blend multiplies that by up to |factor - 1|
+    TOLERANCE["color"] = (10, 0.01)
 OPERATIONS = {operation.kind: operation for operation in randaugment.AUGMENTATION_SETS["all"]}
 
 
