@@ -67,7 +67,8 @@ def test_ddp_ranks_agree_and_eval_counts_each_image_once(tmp_path, cache_dir):
                       data.eval_samples)
     assert single == pytest.approx(logged, abs=1e-12)
     stop = [e for e in events if e["key"] == "run_stop"][0]
-    assert stop["metadata"]["status"] == "aborted"        # 0.99 is out of reach: budget ends
+    # 0.99 is out of reach: the run ends at its epoch budget
+    assert stop["metadata"]["status"] == "aborted" and stop["metadata"]["epoch_num"] == 0.5
     assert all(v.passed for v in check_path(result, ("2.0.0",)))
 
 
@@ -129,15 +130,14 @@ if "LOCAL_RANK" in os.environ:
 '''
 
 
-# Mild on FFCV's loader and the entry's .beton, to a target out of reach; Hot on the device
-# loader (RandAugment on the batch) with every image a JPEG (write_mode=jpg), to a target it
-# reaches: 0.28 and 0.18 at its first evaluation, 0.42 and 0.35 at its second in two runs
-# (2026-11-27, interpreted)
+# Mild on FFCV's loader and the entry's .beton; Hot on the device loader (RandAugment on the
+# batch) with every image a JPEG (write_mode=jpg). Hot there: 0.28 and 0.18 at its first
+# evaluation, 0.42 and 0.35 at its second in two runs (2026-11-27, interpreted)
 LEARNING = {
-    "ffcv": ({"target_accuracy": 0.99}, "16, 20, 24, 28, 32 px"),
-    "device": ({"target_accuracy": 0.2, "recipe": "hot", "train_loader": "device", "write_mode": "jpg"},
-               "16, 20, 24, 28, 30 px"),
+    "ffcv": ({}, "16, 20, 24, 28, 32 px"),
+    "device": ({"recipe": "hot", "train_loader": "device", "write_mode": "jpg"}, "16, 20, 24, 28, 30 px"),
 }
+TARGET = 0.2            # twice chance; a run stops at the first evaluation that reaches it
 
 
 @pytest.mark.loaders_interpreted     # learning and the order of reads are asserted, not decoding speed
@@ -145,22 +145,22 @@ LEARNING = {
 def test_each_loader_learns_fashion_mnist_and_reads_no_data_before_run_start(tmp_path, cache_dir, loader):
     """A real scaled-down run with its warm-up, on each loader: before run_start its trainer
     opens only the synthetic files, the training and validation .beton files (the loaders read
-    their labels) only after; it learns (well above the 10% of chance). Mild's target out of
-    reach ends its run at the epoch budget with run_stop status aborted; Hot on the device
-    loader reaches its target and stops there with status success."""
+    their labels) only after; it learns, reaching twice chance within its epoch, and stops at the
+    evaluation that reaches it with run_stop status success (a target out of reach: the DDP test
+    above)."""
     results = tmp_path / "results"
     hook, trace = tmp_path / "hook", tmp_path / "trace.jsonl"
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(ORDER_TRACE)
     settings, sides = LEARNING[loader]
-    reaches = settings["target_accuracy"] < 0.5
-    # its own data and batch: what the accuracy bounds below were measured with
+    # its own data and batch: what the accuracies below were measured with
     done = run_submission("run", *quick_settings(results, cache_dir, runs=1, seeds="5",
                                                  train_limit=2560, eval_limit=400, batch_per_device=64,
-                                                 epochs=1.0, eval_every_epochs=0.5, warmup="true", **settings),
+                                                 epochs=1.0, eval_every_epochs=0.5, warmup="true",
+                                                 target_accuracy=TARGET, **settings),
                           env=child_env(PYTHONPATH=f"{hook}:{REPO}", ORDER_TRACE=str(trace)))
-    assert done.returncode == (0 if reaches else 1), done.stdout + done.stderr
-    assert ("reached the target" if reaches else "ABORTED: target not reached") in done.stdout
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "reached the target" in done.stdout
     assert f"warm-up before run_start: 5 training sizes ({sides})" in done.stdout
     assert "loader warm-up before run_start" in done.stdout
     folder = results / "local_cpu"
@@ -176,12 +176,9 @@ def test_each_loader_learns_fashion_mnist_and_reads_no_data_before_run_start(tmp
     accuracies = [e["value"] for e in events if e["key"] == "eval_accuracy"]
     # 40 steps from scratch: 0.27-0.54 over repeated runs with FFCV compiled (2026-11-22/23;
     # not bit-reproducible on CPU), 0.405 in each of 4 runs interpreted (2026-11-27); chance 0.10
-    assert accuracies[-1] >= 0.2, accuracies
+    assert accuracies[-1] >= TARGET > max(accuracies[:-1], default=0), accuracies
     stop = [e for e in events if e["key"] == "run_stop"][0]
-    if reaches:
-        assert stop["metadata"]["status"] == "success" and len(accuracies) <= 2
-    else:
-        assert stop["metadata"]["status"] == "aborted" and stop["metadata"]["epoch_num"] == 1.0
+    assert stop["metadata"]["status"] == "success" and stop["metadata"]["epoch_num"] <= 1.0
     summary = json.loads((folder / "summary.json").read_text())
     assert summary["valid"] is False                          # one run: no MLPerf score
 

@@ -90,7 +90,7 @@ def _hot_profile_measures_its_loader_and_its_sam_steps(out):
     assert augmentation["total"] == sum(augmentation[stage] for stage in stages)
     assert augmentation["images"] >= 100 and augmentation["threads"] == 1
     assert "torchvision train loader alone" in log and "per loader thread:" in log
-    assert "RandAugment (depth 1, severity 10, all)" in log
+    assert "RandAugment (all, depth 1, severity 10)" in log
     # qualify's steps=3 is raised to 5, a multiple of sam_interval: each side's mean holds one SAM step
     assert data["settings"]["sam_interval"] == 5 and data["measured"]["steps"] == 5
     assert "each timed stretch is 5 steps (raised from 3, a multiple of sam_interval)" in log
