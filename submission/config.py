@@ -96,6 +96,9 @@ class Config(Settings):
     def system_name(self) -> str:
         """The descriptor's name; several nodes of a one-node descriptor: Nx<name>."""
         name = self.descriptor.system_name
+        if not name and self.descriptor.of_this_machine:
+            raise ConfigError(f"systems/{self.system_id}.json is named from the machine it runs on: "
+                              "this configuration was resolved without it (preflight.resolve_here)")
         return f"{self.num_nodes}x{name}" if self.num_nodes != self.descriptor.number_of_nodes else name
 
     @property
