@@ -182,8 +182,8 @@ def test_software_names_rocm_and_miopen_on_a_rocm_torch(monkeypatch):
 
 @pytest.mark.e2e
 def test_a_host_without_a_gpu_driver_is_described_without_importing_torch():
-    """Resolving a configuration describes the host and names the recipe's methods, and its
-    run plan is drawn (`settings`, `project`): torch's version is read from its version.py, no
+    """A configuration resolved for this machine names the recipe's methods, its run's
+    description reads the host, and its run plan is drawn (`settings`, `project`): torch's version is read from its version.py, no
     GPU driver means no GPU or CUDA to ask torch about, the methods' table is read without
     their code, and the plan's arithmetic needs none of it (torch's import: seconds)."""
     import subprocess
@@ -191,9 +191,9 @@ def test_a_host_without_a_gpu_driver_is_described_without_importing_torch():
     from conftest import REPO
     if not inventory.no_gpu_driver():
         pytest.skip("a GPU driver is loaded here: torch is asked for the GPUs and the CUDA version")
-    probe = ("import json, sys; from submission.config import resolve; "
+    probe = ("import json, sys; from submission.preflight import resolve_here; "
              "from submission.run_plan import RunPlan; "
-             "c = resolve('local', {'recipe': 'hot', 'dataset': 'imagenet', 'scale_schedule_ratio': '3'}); "
+             "c = resolve_here('local', {'recipe': 'hot', 'dataset': 'imagenet', 'scale_schedule_ratio': '3'}); "
              "sides = RunPlan.of(c, 1_281_167, 8).sides(); "
              "from submission.system_json import run_description; "
              "print(json.dumps([run_description(c)['framework'], len(c.methods), sides[-1], 'torch' in sys.modules]))")
