@@ -225,4 +225,6 @@ def dry_run(config: Config) -> str:
             "--result", str(result_path(config, 0))]
     resolved = json.dumps(config.to_dict(), indent=2)
     command = " ".join(shlex.quote(part) for part in runs.torchrun_command(config, args))
-    return f"{resolved}\n\ntorchrun command for run 1 (on node {config.node_rank}):\n{command}"
+    return (f"{resolved}\n\ntorchrun command for run 1 (on node {config.node_rank}):\n{command}\n\n"
+            "system_description: the fields it leaves empty are read from this machine when a run "
+            "writes system.json (`python -m submission describe` prints it)")

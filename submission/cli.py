@@ -36,7 +36,8 @@ def _resolve(words: list[str]):
         raise ConfigError(f"{misplaced[0]!r} is a command: it comes first, before the settings "
                           f"(python -m submission {misplaced[0]} key=value ...); ./run_and_time.sh "
                           "only runs campaigns")
-    return resolve(None, parse_overrides(words))
+    from .preflight import resolve_here
+    return resolve_here(None, parse_overrides(words))
 
 
 def cmd_run(words: list[str]) -> int:

@@ -52,6 +52,7 @@ from mlperf_logging.compliance_checker import mlp_compliance, mlp_parser
 from mlperf_logging.system_desc_checker.system_desc_checker import check_system_desc
 
 from submission.results import RULESET
+from submission.system_descriptor import SystemDescriptor
 from submission.system_json import STATUS_4X, for_ruleset, uses_availability_status
 
 USAGE = "training"
@@ -258,6 +259,7 @@ def _system_desc(path: Path, ruleset: str) -> list[str]:
         return [f"not a readable JSON file: {exc}"]
     if not isinstance(description, dict):
         return ["not a JSON object"]
+    described = SystemDescriptor.from_json(description)
     with contextlib.ExitStack() as stack:
         target = path
         if uses_availability_status(ruleset):
@@ -268,8 +270,8 @@ def _system_desc(path: Path, ruleset: str) -> list[str]:
             tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
             target = tmp / path.name
             target.write_text(json.dumps(mapped, indent=2))
-        elif description.get("status") not in STATUS_4X:
-            return [f"status {description.get('status')!r} is not one of "
+        elif described.status not in STATUS_4X:
+            return [f"status {described.status!r} is not one of "
                     f"{', '.join(STATUS_4X)} (the vocabulary of ruleset {ruleset})"]
         with _captured_logging() as log:
             try:

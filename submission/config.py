@@ -21,7 +21,7 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
@@ -30,7 +30,7 @@ from . import settings as declared
 from .errors import ConfigError
 from .setting_declaration import SEED_RANGE, Range
 from .settings import Settings
-from .system_descriptor import describe_machine, load_descriptor
+from .system_descriptor import SystemDescriptor, load_descriptor
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RECIPES_DIR = Path(__file__).resolve().parent / "recipes"
@@ -56,13 +56,13 @@ def folder_name_problem(what: str, name: str) -> str | None:
 @dataclass(frozen=True, kw_only=True)
 class Config(Settings):
     """Resolved settings (typed attributes, declared in submission/settings.py) plus the
-    system's MLPerf description."""
+    system's descriptor."""
     system_id: str                  # the short name the user typed: p4d, cpu
-    description: dict               # MLPerf system description fields only
+    descriptor: SystemDescriptor    # systems/<system_id>.json's MLPerf fields (its harness block: settings)
     origins: dict = dataclasses.field(default_factory=dict)   # setting -> where its value came from
 
     @classmethod
-    def of(cls, system_id: str, settings: dict[str, Any], description: dict[str, Any],
+    def of(cls, system_id: str, settings: dict[str, Any], descriptor: SystemDescriptor,
            origins: dict[str, str] | None = None) -> "Config":
         """A Config of `settings` (every recipe setting, any harness setting; the others take
         their defaults)."""
@@ -75,7 +75,7 @@ class Config(Settings):
                               + ("; " if unknown and missing else "")
                               + (f"lacks recipe settings: {', '.join(missing)}" if missing else "")
                               + " (written by another version of the harness?)")
-        return cls(system_id=system_id, description=dict(description), origins=dict(origins or {}),
+        return cls(system_id=system_id, descriptor=descriptor, origins=dict(origins or {}),
                    **settings)
 
     @property
@@ -95,9 +95,11 @@ class Config(Settings):
     @property
     def system_name(self) -> str:
         """The descriptor's name; several nodes of a one-node descriptor: Nx<name>."""
-        name = self.description["system_name"]
-        described = int(self.description["number_of_nodes"] or 1)
-        return f"{self.num_nodes}x{name}" if self.num_nodes != described else name
+        name = self.descriptor.system_name
+        if not name and self.descriptor.of_this_machine:
+            raise ConfigError(f"systems/{self.system_id}.json is named from the machine it runs on: "
+                              "this configuration was resolved without it (preflight.resolve_here)")
+        return f"{self.num_nodes}x{name}" if self.num_nodes != self.descriptor.number_of_nodes else name
 
     @property
     def accelerators_per_node(self) -> int:
@@ -106,19 +108,19 @@ class Config(Settings):
 
     @property
     def num_nodes(self) -> int:
-        return self.nodes or int(self.description["number_of_nodes"])
+        return self.nodes or self.descriptor.number_of_nodes
 
     @property
     def device_type(self) -> str:
         if self.device:
             return self.device
-        return "cuda" if int(self.description["accelerators_per_node"] or 0) > 0 else "cpu"
+        return "cuda" if self.descriptor.accelerators > 0 else "cpu"
 
     @property
     def processes_per_node(self) -> int:
         if self.procs_per_node:
             return self.procs_per_node
-        return max(int(self.description["accelerators_per_node"] or 0), 1)
+        return max(self.descriptor.accelerators, 1)
 
     @property
     def world_size(self) -> int:
@@ -183,7 +185,8 @@ class Config(Settings):
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Config":
         """Inverse of to_dict (derived values are recomputed, not read back)."""
-        return cls.of(data["system"], dict(data["settings"]), dict(data["system_description"]),
+        return cls.of(data["system"], dict(data["settings"]),
+                      SystemDescriptor.from_json(data["system_description"]),
                       dict(data.get("origins", {})))
 
     def to_dict(self) -> dict[str, Any]:
@@ -193,7 +196,7 @@ class Config(Settings):
             "global_batch_size", "peak_lr", "effective_weight_decay", "train_epochs",
             "warmup_train_epochs", "methods")}
         return {"system": self.system_id, "settings": self.settings,
-                "derived": derived, "system_description": dict(self.description),
+                "derived": derived, "system_description": self.descriptor.to_json(),
                 "origins": dict(self.origins)}
 
 
@@ -285,15 +288,19 @@ def _apply(settings: dict[str, Any], updates: dict[str, Any], origin: str,
 
 
 def resolve(system: str | None = None, overrides: dict[str, str] | None = None,
-            layers: tuple[tuple[str, dict[str, Any]], ...] = ()) -> Config:
+            layers: tuple[tuple[str, dict[str, Any]], ...] = (),
+            described: Callable[[SystemDescriptor], SystemDescriptor] | None = None) -> Config:
     """The configuration of `overrides` (the command line) on `system`; `layers`, pairs of
     (origin, settings), apply between the system's harness block and the command line (a
-    tradeoff grid's settings)."""
+    tradeoff grid's settings). It reads files and words only: `described`, where given,
+    completes the descriptor as read (preflight.resolve_here: with this machine's
+    accelerators, for a descriptor that leaves them to it)."""
     overrides = dict(overrides or {})
     system = overrides.pop("system", None) or system or DEFAULT_SYSTEM
     descriptor = load_descriptor(system)
-    harness = dict(descriptor.get("harness", {}))
-    description = describe_machine({k: v for k, v in descriptor.items() if k != "harness"})
+    if described is not None:
+        descriptor = described(descriptor)
+    harness = dict(descriptor.harness)
 
     recipe_name = (overrides.get("recipe") or next((layer["recipe"] for _, layer in reversed(layers)
                                                     if "recipe" in layer), None)
@@ -316,7 +323,7 @@ def resolve(system: str | None = None, overrides: dict[str, str] | None = None,
             f"recipe={recipe_name} leaves scale_schedule_ratio to you, as its published file "
             f"does: choose the run's length with scale_schedule_ratio=R, R {ratio_range(recipe_name)} "
             "(the fraction of its 90 epochs to train)")
-    config = Config.of(system, settings, description, origins)
+    config = Config.of(system, settings, SystemDescriptor(descriptor.fields), origins)
     validate(config)
     return config
 
@@ -352,7 +359,9 @@ def validate(config: Config) -> None:
             problems.append(f"{key} {problem}, not {value!r} ({config.origin(key)})")
     for what, name, origin in (
             ("org", config.org, config.origin("org")),
-            ("system_name", config.description["system_name"], f"systems/{config.system_id}.json")):
+            ("system_name", config.descriptor.system_name, f"systems/{config.system_id}.json")):
+        if what == "system_name" and not name and config.descriptor.of_this_machine:
+            continue        # named from the machine it runs on (preflight.resolve_here)
         problem = folder_name_problem(what, str(name))
         if problem:
             problems.append(f"{problem} ({origin})")
@@ -387,7 +396,7 @@ def combination_problems(config: Config) -> list[str]:
                         f"training ({config.train_epochs:g} epochs)")
     # a named descriptor's V100s, refused where no GPU can be asked (dry-run, project);
     # preflight.gpu_problems asks the GPUs of the launching machine themselves
-    accelerator = str(config.description.get("accelerator_model_name", ""))
+    accelerator = config.descriptor.accelerator_model_name
     if (config.precision == "amp" and config.amp_dtype == "bf16" and config.device_type == "cuda"
             and "V100" in accelerator.upper()):
         problems.append(f"amp_dtype=bf16: {accelerator} has no bf16 tensor cores; use the "

@@ -19,6 +19,9 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
+from .errors import ConfigError
+from .system_descriptor import SystemDescriptor
+
 # Words of a GPU's name that say who made it or which product line, not which GPU it is
 _BRANDS = {"NVIDIA", "TESLA", "GEFORCE", "QUADRO", "AMD", "INSTINCT", "RADEON"}
 
@@ -290,7 +293,7 @@ def stated_bytes(text: str) -> float | None:
     return float(found.group(1)) * unit
 
 
-def mismatch(description: dict, found: list[GPU]) -> list[str]:
+def mismatch(descriptor: SystemDescriptor, found: list[GPU]) -> list[str]:
     """How this machine differs from a named descriptor's fixed hardware ([] when it
     matches): the GPUs (count, model as the driver names it, memory within GPU_MEMORY_MARGIN)
     and the host facts it states (vCPUs; memory from 15% below to 10% above: a machine shows
@@ -298,19 +301,17 @@ def mismatch(description: dict, found: list[GPU]) -> list[str]:
     680 GiB)."""
     problems = []
     vcpus, memory = host()
-    stated_vcpus = str(description.get("host_processor_vcpu_count", "")).strip()
-    if stated_vcpus.isdigit() and int(stated_vcpus) != vcpus:
-        problems.append(f"it describes {stated_vcpus} vCPUs, this machine has {vcpus}")
-    stated_memory = stated_bytes(description.get("host_memory_capacity", ""))
+    if descriptor.host_vcpus is not None and descriptor.host_vcpus != vcpus:
+        problems.append(f"it describes {descriptor.host_vcpus} vCPUs, this machine has {vcpus}")
+    stated_memory = stated_bytes(descriptor.host_memory_capacity)
     if stated_memory and not 0.85 * stated_memory <= memory <= 1.10 * stated_memory:
-        problems.append(f"it describes {description['host_memory_capacity']} of host memory, "
+        problems.append(f"it describes {descriptor.host_memory_capacity} of host memory, "
                         f"this machine has {memory / 2**30:.0f} GiB")
-    wanted = int(description.get("accelerators_per_node") or 0)
+    wanted = descriptor.accelerators
     if wanted == 0:
         return problems
-    model = str(description.get("accelerator_model_name", ""))
-    capacity = re.search(r"(\d+)", str(description.get("accelerator_memory_capacity", "")))
-    stated_gb = int(capacity.group(1)) if capacity else None
+    model = descriptor.accelerator_model_name
+    stated_gb = descriptor.accelerator_memory_gb
     if len(found) != wanted:
         problems.append(f"it describes {wanted} GPU(s) per node, this machine has {len(found)} visible")
     kinds = sorted({f"{g.name} ({g.memory_label})" for g in found})
@@ -321,6 +322,24 @@ def mismatch(description: dict, found: list[GPU]) -> list[str]:
         problems.append(f"it describes {model} with {stated_gb} GB, this machine has "
                         f"{', '.join(kinds)}")
     return problems
+
+
+def described_here(descriptor: SystemDescriptor) -> SystemDescriptor:
+    """`descriptor` with the accelerators it leaves to this machine (system=local) read from
+    this machine's GPUs, and its name too where it leaves that empty; a descriptor that states
+    its accelerators is returned as it is. Host facts are filled where a description is
+    written (system_json.fill_from_host)."""
+    if not descriptor.of_this_machine:
+        return descriptor
+    found = gpus()
+    problem = mixed(found)
+    if problem:
+        raise ConfigError(problem)
+    updates = {key: value for key, value in accelerator_fields(found).items()
+               if str(descriptor.fields.get(key) or "") == ""}
+    if not descriptor.system_name:
+        updates["system_name"] = local_system_name(found, host()[0])
+    return descriptor.replaced(**updates)
 
 
 def usable_cpus() -> int:

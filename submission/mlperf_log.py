@@ -62,8 +62,8 @@ class RunLog:
     def submission(self, config) -> None:
         self.event(C.SUBMISSION_ORG, config.org)
         self.event(C.SUBMISSION_PLATFORM, config.system_name)
-        self.event(C.SUBMISSION_DIVISION, config.description["division"])
-        self.event(C.SUBMISSION_STATUS, config.description["status"])
+        self.event(C.SUBMISSION_DIVISION, config.descriptor.division)
+        self.event(C.SUBMISSION_STATUS, config.descriptor.status)
         self.event(C.SUBMISSION_BENCHMARK, BENCHMARK)
         self.event("number_of_nodes", config.num_nodes)
         self.event("accelerators_per_node", config.accelerators_per_node)   # what trains

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import folder_name_problem
+from .system_descriptor import SystemDescriptor
 from .results import BENCHMARK, CAMPAIGN_RECORD, RULESET, CampaignRecord, read_campaign, result_files
 
 DEFAULT_IMPL = "pytorch-ffcv-mild"
@@ -118,7 +119,7 @@ class _System:
     name: str                     # results/<name>/: the MLPerf system_name
     folder: Path
     results: list[Path]
-    description: dict[str, Any]   # MLPerf fields, 2.0.0 vocabulary, submitter = org
+    description: SystemDescriptor   # as run: 2.0.0 vocabulary, submitter = org
     campaign: CampaignRecord
 
     @property
@@ -155,8 +156,8 @@ def _load_system(results_dir: Path, name: str, org: str) -> _System:
                          (campaign_file, "the configuration the runs used")):
         if not needed.is_file():
             raise ValueError(f"cannot package system {name!r}: {needed} ({what}) is missing")
-    description = dict(for_ruleset(_read_json(system_file), RULESET))
-    description["submitter"] = org
+    description = SystemDescriptor.from_json(for_ruleset(_read_json(system_file), RULESET)).replaced(
+        submitter=org)
     campaign = read_campaign(folder)
 
     # The logs cannot be edited: refuse a package that would contradict them.
@@ -169,9 +170,9 @@ def _load_system(results_dir: Path, name: str, org: str) -> _System:
     if logged.get("submission_platform") not in (None, name):
         problems.append(f"the runs were logged for platform {logged['submission_platform']!r}, "
                         f"but their folder is {name!r}")
-    if logged.get("submission_division") not in (None, description.get("division")):
+    if logged.get("submission_division") not in (None, description.division):
         problems.append(f"the runs were logged in division {logged['submission_division']!r}, "
-                        f"but system.json says {description.get('division')!r}")
+                        f"but system.json says {description.division!r}")
     if problems:
         raise ValueError(f"cannot package system {name!r}: " + "; ".join(problems))
     return _System(name, folder, results, description, campaign)
@@ -181,7 +182,7 @@ def _assemble(root: Path, systems: list[_System], org: str, repo_root: Path) -> 
     (root / "systems").mkdir(parents=True)
     for system in systems:
         (root / "systems" / f"{system.name}.json").write_text(
-            json.dumps(system.description, indent=2) + "\n")
+            json.dumps(system.description.to_json(), indent=2) + "\n")
         target = root / "results" / system.name / BENCHMARK
         target.mkdir(parents=True)
         for result in system.results:
@@ -279,8 +280,8 @@ def _readme(impl: str, systems: list[_System], org: str, repo_root: Path) -> str
         lines.append(f"- {name} {_version(name)}")
     lines.append(f"- harness code: {_git_revision(repo_root)}")
     for system in systems:
-        framework = system.description.get("framework") or "—"
-        other = system.description.get("other_software_stack") or "—"
+        framework = system.description.framework or "—"
+        other = system.description.other_software_stack or "—"
         lines.append(f"- {system.name} as run: framework {framework}; other software {other}")
     return "\n".join(lines) + "\n"
 

@@ -4,17 +4,19 @@ Each check returns what it decided (problems in words, or a value to use) and le
 configuration it checks as it was. `launch_plan` gathers them: the configuration to
 launch (a harness-chosen workers_per_device lowered to fit the CPUs), what was changed,
 and every reason this machine cannot run it. The campaign and the dry run launch
-`plan.approved()`; bench asks `loader_workers` for its loader threads.
+`plan.approved()`; bench asks `loader_workers` for its loader threads. `resolve_here`
+resolves a configuration for this machine: the one place where system=local learns which
+GPUs it has.
 """
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from . import inventory, tracking
-from .config import HARNESS_ORIGINS, Config, ConfigError
-from .system_descriptor import load_descriptor
+from .config import HARNESS_ORIGINS, Config, ConfigError, resolve
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,14 @@ class LaunchPlan:
         if self.problems:
             raise ConfigError("cannot start this campaign:\n  - " + "\n  - ".join(self.problems))
         return self.config
+
+
+def resolve_here(system: str | None = None, overrides: dict[str, str] | None = None,
+                 layers: tuple[tuple[str, dict[str, Any]], ...] = ()) -> Config:
+    """config.resolve for a run on this machine: a descriptor that leaves its accelerators
+    to the machine it runs on (system=local) takes this machine's GPUs, and its name from
+    them; a named descriptor is used as written."""
+    return resolve(system, overrides, layers, described=inventory.described_here)
 
 
 def launch_plan(config: Config) -> LaunchPlan:
@@ -86,7 +96,7 @@ def data_dir_problems(config: Config) -> list[str]:
 def hardware_differences(config: Config) -> list[str]:
     """How the world to launch differs from the descriptor's fixed hardware, or from this
     machine ([] when a log of this run would describe it truthfully)."""
-    described = int(config.description.get("accelerators_per_node") or 0)
+    described = config.descriptor.accelerators
     local = config.system_id == "local"
     use_local = "use system=local, which describes this machine as it is"
     problems = []
@@ -116,7 +126,7 @@ def hardware_differences(config: Config) -> list[str]:
     if not problems:
         found = inventory.gpus() if config.device_type == "cuda" else []
         # what the file states, not the facts of this machine that fill its empty fields
-        differences = inventory.mismatch(load_descriptor(config.system_id), found)
+        differences = inventory.mismatch(config.descriptor, found)
         if differences and not local:
             problems.append(f"systems/{config.system_id}.json does not describe this machine: "
                             + "; ".join(differences) + f"; {use_local}")

@@ -71,7 +71,7 @@ def plan_launch(config: Config, say: str = "[campaign]") -> LaunchPlan:
     launched = plan.config
     said.say(f"{say} system {launched.system_id} ({launched.system_name}): {launched.dataset} on "
              f"{launched.device_type}, {launched.world_size} process(es)"
-             + (f", {launched.description['accelerator_model_name']}" if launched.device_type == "cuda" else
+             + (f", {launched.descriptor.accelerator_model_name}" if launched.device_type == "cuda" else
                 f", {cpu_threads(launched)} torch and {launched.workers_per_device} loader threads each"))
     for note in plan.notes:
         said.say(f"{say} {note}")

@@ -8,6 +8,7 @@ from .config import (DEFAULT_RECIPE, Config, ConfigError, combination_problems, 
                      ratio_range)
 from .data.sources import PUBLISHED_SPLIT_SIZES
 from .run_plan import RunPlan
+from .system_descriptor import SystemDescriptor
 
 ACCEPTED = ("recipe", "scale_schedule_ratio")
 SECTIONS = (
@@ -76,7 +77,7 @@ def derived_schedule(recipe_name: str, recipe: dict) -> list[str]:
     batch = recipe["lr_reference_batch"]
     config = Config.of(recipe_name, {**declared.defaults(), **recipe, "recipe": recipe_name,
                                      "batch_per_device": batch},
-                       {"number_of_nodes": "1", "accelerators_per_node": "1"})
+                       SystemDescriptor({"number_of_nodes": "1", "accelerators_per_node": "1"}))
     problems = [f"scale_schedule_ratio={config.scale_schedule_ratio:g} {problem}"
                 for problem in [declared.problem("scale_schedule_ratio", config.scale_schedule_ratio)] if problem]
     problems += [] if problems else combination_problems(config)

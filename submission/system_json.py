@@ -14,11 +14,12 @@ in the 4.x wording is mapped back). Numbers become strings: MLPerf descriptions 
 all-string, and the official checker fails on a number in e.g. accelerators_per_node.
 
 `run_description` is the description of what a configuration trains: the world
-launched (nodes, accelerators per node, system name) over the descriptor's fields.
+launched (nodes, accelerators per node, system name) over the descriptor's fields, with
+the host facts it leaves empty read from this machine (a run's system.json, `describe`).
 
 `fill_from_host` fills EMPTY fields ("" or None) that this machine can tell (processor,
 memory, disk, software versions) and never overwrites a field that is set. Accelerator
-fields come from submission.inventory, and only for a descriptor that leaves them empty
+fields come from inventory.described_here, and only for a descriptor that leaves them empty
 (system=local): a CPU descriptor on a GPU machine must not name the GPU.
 host_processor_core_count is the core count of ONE processor (the MLPerf convention:
 host_processors_per_node says how many there are); host_processor_vcpu_count is the
@@ -36,16 +37,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import inventory
+from .system_descriptor import STATUS_2X, STATUS_4X
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-
-STATUS_4X = {
-    "onprem": "Available on-premise",
-    "cloud": "Available cloud",
-    "preview": "Preview",
-    "research": "Research, Development, or Internal (RDI)",
-}
-STATUS_2X = {long: short for short, long in STATUS_4X.items()}
 
 SOFTWARE_PACKAGES = ("torchvision", "ffcv", "mlperf-logging", "numpy")
 
@@ -88,18 +82,18 @@ def for_ruleset(description: dict, ruleset: str) -> dict:
 def run_description(config) -> dict:
     """The MLPerf system description of what trains under `config` (a resolved
     submission.config.Config): the world actually launched (nodes, accelerators per node,
-    name), and notes saying what ran. It is what system.json records and `describe` prints."""
-    description = dict(config.description)
-    description["system_name"] = config.system_name
-    description["number_of_nodes"] = str(config.num_nodes)
-    description["accelerators_per_node"] = str(config.accelerators_per_node)
+    name), notes saying what ran, and the host facts the descriptor leaves empty read from
+    this machine. It is what system.json records and `describe` prints."""
+    descriptor = config.descriptor
+    notes = run_notes(config)
+    launched = {"system_name": config.system_name, "number_of_nodes": str(config.num_nodes),
+                "accelerators_per_node": str(config.accelerators_per_node),
+                "sw_notes": f"{descriptor.sw_notes}; {notes}" if descriptor.sw_notes else notes}
     if config.accelerators_per_node == 0:
-        for key in ("accelerator_model_name", "accelerator_memory_capacity", "accelerator_frequency",
-                    "accelerator_host_interconnect", "accelerator_interconnect"):
-            description[key] = ""
-    own_notes = description.get("sw_notes")
-    description["sw_notes"] = f"{own_notes}; {run_notes(config)}" if own_notes else run_notes(config)
-    return description
+        launched.update({key: "" for key in (
+            "accelerator_model_name", "accelerator_memory_capacity", "accelerator_frequency",
+            "accelerator_host_interconnect", "accelerator_interconnect")})
+    return fill_from_host(descriptor.replaced(**launched).to_json())
 
 
 def run_notes(config) -> str:

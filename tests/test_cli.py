@@ -6,7 +6,8 @@ import pytest
 
 from conftest import REPO
 from submission import campaign, cli
-from submission.config import ConfigError, resolve
+from submission.config import ConfigError
+from submission.preflight import resolve_here
 
 
 @pytest.mark.parametrize("args, message", [
@@ -102,7 +103,7 @@ def test_a_campaign_that_fails_before_recording_leaves_no_results_folder(tmp_pat
     (tmp_path / "images" / "train").mkdir(parents=True)
     (tmp_path / "images" / "val").mkdir()
     results = tmp_path / "results"
-    config = resolve("local", {"data_dir": str(tmp_path / "images"), "workers_per_device": "1", "device": "cpu",
+    config = resolve_here("local", {"data_dir": str(tmp_path / "images"), "workers_per_device": "1", "device": "cpu",
                                "precision": "fp32",
                                "results_dir": str(results), "cache_dir": str(tmp_path / "cache")})
     with pytest.raises(ConfigError, match="train has no class folders"):

@@ -194,7 +194,7 @@ def test_results_folder_checks_every_file(tmp_path):
 
 def _package(root: Path, runs: int = 5) -> Path:
     org = root / "TestOrg"
-    description = dict(for_ruleset(config.resolve("p4d", {}).description, "2.0.0"), submitter="TestOrg")
+    description = dict(for_ruleset(config.resolve("p4d", {}).descriptor.to_json(), "2.0.0"), submitter="TestOrg")
     system = description["system_name"]
     (org / "systems").mkdir(parents=True)
     (org / "systems" / f"{system}.json").write_text(json.dumps(description, indent=2))

@@ -185,7 +185,7 @@ def test_overrides_must_be_key_value():
 def test_config_round_trips_through_a_dict():
     cfg = resolve("a2", {"runs": "2", "seeds": "1,2"})
     again = config.Config.from_dict(cfg.to_dict())
-    assert again.settings == cfg.settings and again.description == cfg.description
+    assert again.settings == cfg.settings and again.descriptor == cfg.descriptor
     assert again.peak_lr == cfg.peak_lr
 
 

@@ -11,6 +11,7 @@ import pytest
 from conftest import A100_40, A100_80, A100_PCIE, H100, T4, run_submission
 from submission import campaign, inventory, preflight
 from submission.config import ConfigError, resolve
+from submission.preflight import resolve_here
 
 
 def _images(root):
@@ -25,7 +26,7 @@ def _images(root):
 ])
 def test_fp16_autocast_on_a_cpu_is_refused_naming_what_to_use(monkeypatch, tmp_path, bf16, advice):
     monkeypatch.setattr(inventory, "cpu_bf16", lambda: bf16)
-    config = resolve("local", {"data_dir": str(_images(tmp_path)), "device": "cpu", "workers_per_device": "1"})
+    config = resolve_here("local", {"data_dir": str(_images(tmp_path)), "device": "cpu", "workers_per_device": "1"})
     assert (config.precision, config.amp_dtype) == ("amp", "fp16")      # the recipe's, untouched
     with pytest.raises(ConfigError) as refused:
         preflight.launch_plan(config).approved()
@@ -35,7 +36,7 @@ def test_fp16_autocast_on_a_cpu_is_refused_naming_what_to_use(monkeypatch, tmp_p
 
 
 def test_bf16_on_a_cpu_runs_only_where_the_cpu_has_bf16_instructions(monkeypatch, tmp_path):
-    config = resolve("local", {"data_dir": str(_images(tmp_path)), "device": "cpu", "workers_per_device": "1",
+    config = resolve_here("local", {"data_dir": str(_images(tmp_path)), "device": "cpu", "workers_per_device": "1",
                                "amp_dtype": "bf16"})
     monkeypatch.setattr(inventory, "cpu_bf16", lambda: ["amx_bf16"])
     assert preflight.precision_problems(config) == []
@@ -72,7 +73,7 @@ def test_a_changed_published_loader_is_said_once_and_recorded(capsys):
     assert run_description(config)["sw_notes"].endswith("; train_loader torchvision (the recipe's: ffcv)")
     assert "train_loader" not in run_description(resolve("cpu", {}))["sw_notes"]
     assert "precision fp32" in run_description(config)["sw_notes"]
-    noted = dataclasses.replace(config, description={**config.description, "sw_notes": "CUDA 11.3"})
+    noted = dataclasses.replace(config, descriptor=config.descriptor.replaced(sw_notes="CUDA 11.3"))
     assert run_description(noted)["sw_notes"].startswith("CUDA 11.3; mild recipe (")
     assert run_description(noted)["sw_notes"].endswith("; train_loader torchvision (the recipe's: ffcv)")
 
@@ -81,7 +82,7 @@ def test_the_launch_line_names_the_loader_threads_that_will_run(tmp_path, capsys
     """A lowered workers_per_device is what the first line says, and the note after it says why."""
     from submission import inventory, runs
     monkeypatch.setattr(inventory, "usable_cpus", lambda: 2)
-    config = resolve("local", {"data_dir": str(_images(tmp_path)), "device": "cpu", "precision": "fp32"})
+    config = resolve_here("local", {"data_dir": str(_images(tmp_path)), "device": "cpu", "precision": "fp32"})
     assert config.workers_per_device == 8
     runs.plan_launch(config)
     lines = capsys.readouterr().out.splitlines()
@@ -140,7 +141,7 @@ def test_dry_run_of_an_h100_or_h200_system_prints_the_torchrun_command_then_refu
                      "dry_run=true"])
     out = capsys.readouterr().out
     assert '"global_batch_size": 2048' in out and "submission.launcher --nproc_per_node=8" in out
-    vcpus = resolve(system, {}).description["host_processor_vcpu_count"]
+    vcpus = resolve(system, {}).descriptor.host_vcpus
     assert f"it describes {vcpus} vCPUs, this machine has 2" in str(refused.value)
     assert "it describes 8 GPU(s) per node, this machine has 0 visible" in str(refused.value)
     assert not (tmp_path / "results").exists()
@@ -148,7 +149,7 @@ def test_dry_run_of_an_h100_or_h200_system_prints_the_torchrun_command_then_refu
 
 def test_device_cuda_on_a_local_machine_without_gpu_says_so(gpus):
     with pytest.raises(ConfigError, match="this machine has no GPU that torch can see"):
-        preflight.launch_plan(resolve("local", {"device": "cuda", "workers_per_device": "1"})).approved()
+        preflight.launch_plan(resolve_here("local", {"device": "cuda", "workers_per_device": "1"})).approved()
 
 
 @pytest.mark.parametrize("host, message", [
@@ -173,11 +174,11 @@ def test_a_descriptor_is_matched_by_model_whatever_the_makers_words_and_gib_as_g
 
 
 def test_imagenet_on_a_local_machine_without_gpu_needs_device_cpu(gpus, tmp_path):
-    cfg = resolve("local", {"data_dir": str(tmp_path), "workers_per_device": "1"})
+    cfg = resolve_here("local", {"data_dir": str(tmp_path), "workers_per_device": "1"})
     assert cfg.device_type == "cpu"
     with pytest.raises(ConfigError, match="would train on .* on the CPU \\(on ImageNet: weeks\\).*pass device=cpu"):
         preflight.launch_plan(cfg).approved()
-    chosen = resolve("local", {"data_dir": str(tmp_path), "workers_per_device": "1", "device": "cpu",
+    chosen = resolve_here("local", {"data_dir": str(tmp_path), "workers_per_device": "1", "device": "cpu",
                                "precision": "fp32"})
     preflight.launch_plan(chosen).approved()
 
@@ -185,9 +186,9 @@ def test_imagenet_on_a_local_machine_without_gpu_needs_device_cpu(gpus, tmp_path
 def test_local_refusals_point_to_what_fits_not_back_to_local(gpus):
     gpus.extend([A100_40] * 8)
     with pytest.raises(ConfigError, match="use system=cpu, which describes this machine's CPU"):
-        preflight.launch_plan(resolve("local", {"device": "cpu", "workers_per_device": "1"})).approved()
+        preflight.launch_plan(resolve_here("local", {"device": "cpu", "workers_per_device": "1"})).approved()
     with pytest.raises(ConfigError, match=r"CUDA_VISIBLE_DEVICES \(e.g. CUDA_VISIBLE_DEVICES=0,1,2,3\)"):
-        preflight.launch_plan(resolve("local", {"procs_per_node": "4", "workers_per_device": "1"})).approved()
+        preflight.launch_plan(resolve_here("local", {"procs_per_node": "4", "workers_per_device": "1"})).approved()
 
 
 @pytest.fixture
@@ -211,13 +212,13 @@ def test_bf16_on_a_gpu_without_bf16_tensor_cores_is_refused_before_anything_is_w
     settings = {"data_dir": str(tmp_path), "results_dir": str(tmp_path / "results"),
                 "workers_per_device": "1"}
     with pytest.raises(ConfigError) as refused:
-        campaign.run_campaign(resolve("local", {**settings, "amp_dtype": "bf16"}))
+        campaign.run_campaign(resolve_here("local", {**settings, "amp_dtype": "bf16"}))
     assert ("amp_dtype=bf16, but Tesla T4 (GPU 0, 1) has compute capability 7.5: bf16 tensor "
             "cores need 8.0") in str(refused.value)
     assert "use amp_dtype=fp16" in str(refused.value)
     assert not (tmp_path / "results").exists()
-    preflight.launch_plan(resolve("local", settings)).approved()                  # fp16: fine
-    preflight.launch_plan(resolve("local", {**settings, "amp_dtype": "bf16",
+    preflight.launch_plan(resolve_here("local", settings)).approved()                  # fp16: fine
+    preflight.launch_plan(resolve_here("local", {**settings, "amp_dtype": "bf16",
                                             "precision": "fp32"})).approved()     # no autocast
 
 
@@ -226,12 +227,12 @@ def test_bf16_is_accepted_on_ampere_and_not_judged_on_rocm(gpus, cuda, tmp_path,
     gpus.append(A100_40)
     cuda.append(("NVIDIA A100-SXM4-40GB", (8, 0)))
     settings = {"data_dir": str(tmp_path), "workers_per_device": "1", "amp_dtype": "bf16"}
-    preflight.launch_plan(resolve("local", settings)).approved()
+    preflight.launch_plan(resolve_here("local", settings)).approved()
     cuda[0] = ("AMD Instinct MI210", (9, 0))
     monkeypatch.setattr(torch.version, "hip", "6.2")
     monkeypatch.setattr(torch.cuda, "get_device_capability",
                         lambda i=0: pytest.fail("a ROCm capability is not a CUDA one"))
-    preflight.launch_plan(resolve("local", settings)).approved()
+    preflight.launch_plan(resolve_here("local", settings)).approved()
 
 
 def test_several_gpus_without_nccl_are_refused(gpus, tmp_path, monkeypatch):
@@ -240,12 +241,12 @@ def test_several_gpus_without_nccl_are_refused(gpus, tmp_path, monkeypatch):
     gpus.extend([A100_40] * 2)
     settings = {"data_dir": str(tmp_path), "workers_per_device": "1"}
     with pytest.raises(ConfigError) as refused:
-        preflight.launch_plan(resolve("local", settings)).approved()
+        preflight.launch_plan(resolve_here("local", settings)).approved()
     assert ("2 processes (2 per node x 1 node(s)) on cuda talk through NCCL, and this torch "
             "build") in str(refused.value)
     assert "install a torch build with NCCL, or train on one GPU (CUDA_VISIBLE_DEVICES=0" in str(refused.value)
     gpus[:] = [A100_40]                       # one process needs no process group
-    preflight.launch_plan(resolve("local", settings)).approved()
+    preflight.launch_plan(resolve_here("local", settings)).approved()
 
 
 def _dry_run(capsys, *words) -> tuple[int, str, str]:

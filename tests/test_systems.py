@@ -14,6 +14,7 @@ from mlperf_logging.system_desc_checker.system_desc_checker import check_system_
 from submission import config, inventory, system_descriptor
 from submission import settings as declared
 from submission.config import resolve
+from submission.preflight import resolve_here
 from submission.system_json import STATUS_4X, fill_from_host, for_ruleset, run_description
 
 SYSTEMS = system_descriptor.available_systems()
@@ -49,18 +50,18 @@ def test_docs_systems_md_has_a_row_with_its_sources_for_every_named_system():
 
 @pytest.mark.parametrize("system", SYSTEMS)
 def test_descriptor_resolves(system):
-    cfg = config.resolve(system, {})
-    assert "harness" not in cfg.description
-    assert set(system_descriptor.MLPERF_REQUIRED_FIELDS) <= set(cfg.description)
-    assert cfg.description["division"] == "open"
-    assert cfg.description["status"] in STATUS_4X          # written in the 2.0.0 vocabulary
-    assert cfg.description["submitter"] == ""                # filled from `org` when packaging
+    fields = config.resolve(system, {}).descriptor.to_json()
+    assert "harness" not in fields
+    assert set(system_descriptor.MLPERF_REQUIRED_FIELDS) <= set(fields)
+    assert fields["division"] == "open"
+    assert fields["status"] in STATUS_4X          # written in the 2.0.0 vocabulary
+    assert fields["submitter"] == ""                # filled from `org` when packaging
 
 
 def test_cloud_systems_are_8_gpu_single_nodes_with_a_priced_source():
     for system in set(SYSTEMS) - {"cpu", "local"}:
         cfg = config.resolve(system, {})
-        assert cfg.description["status"] == "cloud", system
+        assert cfg.descriptor.status == "cloud", system
         assert (cfg.num_nodes, cfg.processes_per_node, cfg.device_type) == (1, 8, "cuda"), system
         assert cfg.price_source, f"{system}: a price needs its source"
         if cfg.price_usd_per_hour:
@@ -70,20 +71,20 @@ def test_cloud_systems_are_8_gpu_single_nodes_with_a_priced_source():
         defaults = declared.defaults()
         same = [k for k, v in harness.items() if k in defaults and v == defaults[k]]
         assert not same, f"systems/{system}.json repeats defaults: {same}"
-    names = [config.resolve(s, {}).system_name for s in SYSTEMS]
+    names = [resolve_here(s, {}).system_name for s in SYSTEMS]
     assert len(names) == len(set(names)), "two descriptors share a system_name"
 
 
 @pytest.mark.parametrize("system", SYSTEMS)
 def test_passes_official_checker_2_0_0_as_written(system, tmp_path, caplog):
-    description = config.resolve(system, {}).description
+    description = run_description(resolve_here(system, {}))      # what a run's system.json holds
     valid, log = _official_check(description, "2.0.0", tmp_path, caplog)
     assert valid, log
 
 
 @pytest.mark.parametrize("system", SYSTEMS)
 def test_passes_official_checker_4_0_0_only_after_status_mapping(system, tmp_path, caplog):
-    description = config.resolve(system, {}).description
+    description = run_description(resolve_here(system, {}))
     mapped = for_ruleset(description, "4.0.0")
     assert mapped["status"] == STATUS_4X[description["status"]]
     valid, log = _official_check(mapped, "4.0.0", tmp_path, caplog)
@@ -121,7 +122,7 @@ def test_for_ruleset_rejects_an_unknown_status():
 
 
 def test_fill_from_host_fills_the_empty_fields_of_cpu_json():
-    description = {k: v for k, v in system_descriptor.load_descriptor("cpu").items() if k != "harness"}
+    description = system_descriptor.load_descriptor("cpu").to_json()
     empty = [f for f in HOST_FIELDS if description[f] == ""]
     assert empty, "cpu.json should leave host fields to be read from the machine"
     filled = fill_from_host(description)
@@ -181,8 +182,8 @@ def test_software_names_rocm_and_miopen_on_a_rocm_torch(monkeypatch):
 
 @pytest.mark.e2e
 def test_a_host_without_a_gpu_driver_is_described_without_importing_torch():
-    """Resolving a configuration describes the host and names the recipe's methods, and its
-    run plan is drawn (`settings`, `project`): torch's version is read from its version.py, no
+    """A configuration resolved for this machine names the recipe's methods, its run's
+    description reads the host, and its run plan is drawn (`settings`, `project`): torch's version is read from its version.py, no
     GPU driver means no GPU or CUDA to ask torch about, the methods' table is read without
     their code, and the plan's arithmetic needs none of it (torch's import: seconds)."""
     import subprocess
@@ -190,11 +191,12 @@ def test_a_host_without_a_gpu_driver_is_described_without_importing_torch():
     from conftest import REPO
     if not inventory.no_gpu_driver():
         pytest.skip("a GPU driver is loaded here: torch is asked for the GPUs and the CUDA version")
-    probe = ("import json, sys; from submission.config import resolve; "
+    probe = ("import json, sys; from submission.preflight import resolve_here; "
              "from submission.run_plan import RunPlan; "
-             "c = resolve('local', {'recipe': 'hot', 'dataset': 'imagenet', 'scale_schedule_ratio': '3'}); "
+             "c = resolve_here('local', {'recipe': 'hot', 'dataset': 'imagenet', 'scale_schedule_ratio': '3'}); "
              "sides = RunPlan.of(c, 1_281_167, 8).sides(); "
-             "print(json.dumps([c.description['framework'], len(c.methods), sides[-1], 'torch' in sys.modules]))")
+             "from submission.system_json import run_description; "
+             "print(json.dumps([run_description(c)['framework'], len(c.methods), sides[-1], 'torch' in sys.modules]))")
     done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True,
                           timeout=120, check=True)
     import torch

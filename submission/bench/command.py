@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from ..config import ConfigError, parse_overrides, resolve
+from ..config import ConfigError, parse_overrides
+from ..preflight import resolve_here
 from ..options import parse
 from ..preflight import loader_workers, precision_problems
 
@@ -49,7 +50,7 @@ def main(argv=None) -> int:
         from .timing import bench_device
         if sweep_name:
             overrides.setdefault("train_limit", str(sweep.SWEEP_TRAIN_LIMIT))
-        config = fitted(resolve(None, overrides))
+        config = fitted(resolve_here(None, overrides))
         if compare == "composer":
             compare_composer.require_composer()
         device = bench_device(config)

@@ -2,7 +2,8 @@
 [dp_efficiency=F] [key=value ...]`: the projection printed."""
 from __future__ import annotations
 
-from ..config import parse_overrides, resolve
+from ..config import parse_overrides
+from ..preflight import resolve_here
 from ..options import parse
 from ..bench_profile import ProfileError, read
 from ..run_plan import RunPlan
@@ -16,7 +17,7 @@ def main(words: list[str]) -> int:
     options, words = parse("project", words)
     profile_path, loader_path, dp_efficiency = (options["profile"], options["loader_profile"],
                                                 options["dp_efficiency"])
-    config = resolve(None, parse_overrides(words))
+    config = resolve_here(None, parse_overrides(words))
     bench_hint = BENCH_HINT.format(system=config.system_id)
     if not profile_path:
         sides = sorted(set(RunPlan.of(config, dataset_images(config)[0]).sides()))

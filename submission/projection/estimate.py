@@ -32,5 +32,5 @@ def project(config: Config, profile: BenchProfile, loader_profile: BenchProfile 
                       text.warnings(config, profile, loader_profile), early,
                       text.loader_summary(config, model, parts, loader_profile), watts,
                       text.energy_note(profile),
-                      published.closed_records_on(config.description.get("accelerator_model_name", ""),
+                      published.closed_records_on(config.descriptor.accelerator_model_name,
                                                   config.accelerators_per_node * config.num_nodes))

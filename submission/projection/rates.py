@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import Config, ConfigError, load_descriptor
+from .. import inventory
+from ..config import Config, ConfigError
 from ..bench_profile import BenchProfile, FedStep, Loader, ProfileError
 from ..run_plan import RunPlan
 from .hints import BENCH_HINT, loader_remedy
@@ -148,25 +149,19 @@ def host_vcpus(config: Config) -> tuple[int, str]:
     bound); a descriptor that names no host processor describes the machine it runs on,
     and then this machine's count is taken. A descriptor that names its processor but
     states neither is refused, naming the field to fill."""
-    stated = load_descriptor(config.system_id)
+    stated = config.descriptor
     where = f"systems/{config.system_id}.json"
-
-    def count(field: str) -> int:
-        value = str(stated.get(field) or "").strip()
-        return int(value) if value.isascii() and value.isdigit() else 0
-
-    if count("host_processor_vcpu_count"):
-        return count("host_processor_vcpu_count"), f"{count('host_processor_vcpu_count')} vCPUs ({where})"
-    cores, sockets = count("host_processor_core_count"), count("host_processors_per_node")
+    if stated.host_vcpus:
+        return stated.host_vcpus, f"{stated.host_vcpus} vCPUs ({where})"
+    cores, sockets = stated.host_processor_core_count, stated.host_processors_per_node
     if cores and sockets:
         return cores * sockets, (f"{cores * sockets} vCPUs = {cores} cores x {sockets} processors "
                                  f"x 1 thread per core ({where} states no vCPU count nor SMT: a "
                                  "lower bound)")
-    if not str(stated.get("host_processor_model_name") or "").strip():
-        host = str(config.description.get("host_processor_vcpu_count") or "").strip()
-        if host.isdigit():
-            return int(host), (f"{host} vCPUs of this machine ({where} names no host processor: "
-                               "it describes the machine it runs on)")
+    if not stated.host_processor_model_name:
+        host = inventory.host()[0]
+        return host, (f"{host} vCPUs of this machine ({where} names no host processor: "
+                      "it describes the machine it runs on)")
     raise ConfigError(
         f"{where} states no host_processor_vcpu_count, nor host_processor_core_count with "
         "host_processors_per_node, so the loader threads per process cannot be projected: fill "

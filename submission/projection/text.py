@@ -20,7 +20,7 @@ def same_device(config: Config, profile: BenchProfile) -> bool | None:
     """Whether the profile was measured on the GPU model the system trains on; None where
     either names none (a CPU run, or system=local on a machine without a GPU)."""
     measured = profile.measured.device_name
-    accelerator = str(config.description.get("accelerator_model_name") or "")
+    accelerator = config.descriptor.accelerator_model_name
     if not measured or not accelerator or config.device_type != "cuda":
         return None
     return inventory.same_model(measured, accelerator)
@@ -151,7 +151,7 @@ def warnings(config: Config, profile: BenchProfile, loader_profile: BenchProfile
     # speed (the loader is projected from the system's own vCPUs)
     same = same_device(config, profile)
     if settings.get("system") not in (None, config.system_id) and not same:
-        system = (f"{config.system_id}'s {config.description['accelerator_model_name']}"
+        system = (f"{config.system_id}'s {config.descriptor.accelerator_model_name}"
                   if same is False else config.system_id)
         found.append(f"the profile was measured for system {_or_unknown(settings.get('system'))} on "
                      f"{_or_unknown(measured.device_name)}, not on {system}: this projects "

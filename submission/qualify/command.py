@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 
 from .. import score
-from ..config import REPO_ROOT, ConfigError, parse_overrides, resolve
+from ..config import REPO_ROOT, ConfigError, parse_overrides
+from ..preflight import resolve_here
 from ..options import parse
 from ..data.prepare import cache_folder
 from ..data.synthetic_images import write_folder
@@ -68,7 +69,7 @@ class Qualify:
             raise ConfigError(f"data_dir={given_data} is not a folder: give an ImageNet-format folder "
                               "(train/<class>/, val/<class>/), or leave data_dir out for qualify's own")
         # the synthetic folder is made later: any folder lets the settings resolve
-        probe = resolve(None, {**overrides, "dataset": "imagenet", "data_dir": given_data or "."})
+        probe = resolve_here(None, {**overrides, "dataset": "imagenet", "data_dir": given_data or "."})
         self.device_type = probe.device_type
         self.scale = planned.SCALES[self.device_type]
         self.minutes = options["minutes"] or planned.DEFAULT_MINUTES[self.device_type]
@@ -111,7 +112,7 @@ class Qualify:
         through the pipeline are refused here (a ConfigError naming them and
         skip_bad_images=true) rather than by each part in turn; the parts reuse the .beton files."""
         from ..data.prepare import prepare
-        prepare(resolve(None, {**self.common, "recipe": self.recipes[0]}))
+        prepare(resolve_here(None, {**self.common, "recipe": self.recipes[0]}))
 
     # ---- the parts ------------------------------------------------------------------
     def argv(self, part: planned.Part) -> list[str]:

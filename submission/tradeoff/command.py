@@ -24,11 +24,13 @@ from pathlib import Path
 import time
 
 from .. import system_descriptor, published, runs, said
-from ..config import Config, in_repository, parse_overrides, resolve
+from ..config import Config, in_repository, parse_overrides
 from ..costs import usd
 from ..errors import ConfigError
 from ..options import parse
-from ..preflight import launch_plan
+from ..preflight import launch_plan, resolve_here
+from ..system_descriptor import SystemDescriptor
+from ..system_json import fill_from_host
 from . import grid_report
 from . import points as grid_points
 from .grid import Grid, load_grid
@@ -137,7 +139,7 @@ def _default_grid(given: dict[str, str]) -> str:
     """`imagenet` for a system that trains on ImageNet (data_dir= names it), else `embedded`."""
     if given.get("data_dir"):
         return "imagenet"
-    if resolve(None, given).dataset == "imagenet":
+    if resolve_here(None, given).dataset == "imagenet":
         raise ConfigError(f"system={given.get('system')} trains on ImageNet: give data_dir=FOLDER "
                           "(the grid is then `imagenet`), or grid=NAME")
     return "embedded"
@@ -182,10 +184,10 @@ def write(grid: Grid, configs: dict[int, Config], folder: Path, options: dict,
 
 
 def _machine(config: Config) -> str:
-    described = config.description
     if config.device_type == "cuda":
-        return f"{config.accelerators_per_node}x {described.get('accelerator_model_name', 'GPU')}"
-    return f"{described.get('host_processor_model_name') or 'a CPU'} ({described.get('host_processor_vcpu_count', '?')} vCPUs)"
+        return f"{config.accelerators_per_node}x {config.descriptor.accelerator_model_name}"
+    described = SystemDescriptor.from_json(fill_from_host(config.descriptor.to_json()))   # this machine's
+    return f"{described.host_processor_model_name or 'a CPU'} ({described.host_vcpus or '?'} vCPUs)"
 
 
 def draw_published(given: dict[str, str]) -> int:
@@ -202,8 +204,7 @@ def draw_published(given: dict[str, str]) -> int:
              "dollars at each system descriptor's price. Nothing here was measured by this harness.", ""]
     for system in systems + [""]:           # "": an 8x A100 the write-up does not name
         name = system or "unnamed-8xa100"
-        price = system_descriptor.load_descriptor(system).get("harness", {}).get("price_usd_per_hour", 0.0) \
-            if system else 0.0
+        price = system_descriptor.load_descriptor(system).price_usd_per_hour if system else 0.0
         path = plot_tradeoff([], folder / f"published-{name}.png", published=published.points_for(system),
                              title=f"published points on {system or 'an 8x A100 not named further'}")
         lines += [f"## {system or 'An 8x A100 not named further (no descriptor)'}", "",

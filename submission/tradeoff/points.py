@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import runs, tracking
-from ..config import Config, resolve
+from ..config import Config
+from ..preflight import resolve_here
 from ..costs import usd
 from ..errors import ConfigError
 from ..jsonfile import write_json
@@ -49,7 +50,7 @@ def point_config(grid: Grid, point: GridPoint, overrides: dict[str, str]) -> Con
         raise ConfigError(f"{', '.join(f'{k}={overrides[k]}' for k in clashes)}: the grid ({grid.source}) "
                           "sets it for its points; change it in the grid file, or give another grid")
     try:
-        return resolve(None, overrides, layers=((f"grid {grid.source}", point.settings),))
+        return resolve_here(None, overrides, layers=((f"grid {grid.source}", point.settings),))
     except ConfigError as exc:
         raise ConfigError(f"point {point.index} ({point.label}): {exc}") from None
 

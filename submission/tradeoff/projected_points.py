@@ -23,7 +23,7 @@ from .grid import Grid
 
 def systems_with_accelerators() -> list[str]:
     return [name for name in available_systems()
-            if str(load_descriptor(name).get("accelerators_per_node", "")).strip() not in ("", "0")]
+            if load_descriptor(name).accelerators > 0]
 
 
 def recipe_settings(grid: Grid, configuration: str, budget: float) -> dict:

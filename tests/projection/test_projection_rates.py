@@ -3,6 +3,8 @@ threads (the host's vCPUs), the loop's own work, data parallelism, SAM's passes 
 sides a profile lacks."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from hand_profiles import _cpu, _gpu_mild, _profile, _project, _torchvision_loader
@@ -112,20 +114,19 @@ CLOUD_SYSTEMS = tuple(s for s in system_descriptor.available_systems() if s not 
 def test_vcpus_are_derived_from_cores_and_sockets_where_the_descriptor_states_no_count():
     vcpus, said = projection.host_vcpus(config_module.resolve("a100-80gb", {}))
     stated = config_module.load_descriptor("a100-80gb")
-    assert not stated["host_processor_vcpu_count"]
-    assert vcpus == int(stated["host_processor_core_count"]) * int(stated["host_processors_per_node"])
+    assert not stated.host_vcpus
+    assert vcpus == stated.host_processor_core_count * stated.host_processors_per_node
     assert "1 thread per core" in said and "lower bound" in said
     assert projection.host_vcpus(config_module.resolve("p4d", {}))[0] == 96
 
 
-def test_a_descriptor_naming_its_processor_without_counts_is_refused(monkeypatch):
-    stated = dict(config_module.load_descriptor("p4d"), host_processor_vcpu_count="",
-                  host_processor_core_count="")
-    monkeypatch.setattr(projection.rates, "load_descriptor", lambda system: stated)
+def test_a_descriptor_naming_its_processor_without_counts_is_refused():
+    p4d = config_module.resolve("p4d", {})
+    stated = p4d.descriptor.replaced(host_processor_vcpu_count="", host_processor_core_count="")
     with pytest.raises(config_module.ConfigError,
                        match=r"systems/p4d.json states no host_processor_vcpu_count.*fill "
                              r"host_processor_vcpu_count"):
-        projection.host_vcpus(config_module.resolve("p4d", {}))
+        projection.host_vcpus(dataclasses.replace(p4d, descriptor=stated))
 
 
 @pytest.mark.parametrize("system", CLOUD_SYSTEMS)

@@ -44,7 +44,7 @@ def test_the_h200_profile_projects_h200_systems_as_its_own_gpu_and_h100_systems_
     config = config_module.resolve(system, {})
     result = projection.project(config, profile_module.read(H200_PROFILE))
     text = projection.format_projection(result)
-    gpu = config.description["accelerator_model_name"]
+    gpu = config.descriptor.accelerator_model_name
     device_warnings = [w for w in result.warnings if "measured for system local on NVIDIA H200" in w]
     if gpu == "NVIDIA H200":
         assert not device_warnings, result.warnings

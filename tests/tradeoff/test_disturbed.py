@@ -137,9 +137,9 @@ def test_the_imagenet_grid_without_its_folder_is_refused_naming_it(tmp_path, cap
 def test_a_tradeoff_refused_because_another_runs_its_point_writes_nothing(tmp_path, capsys):
     from submission import runs
     from submission.cli import main as cli_main
-    from submission.config import resolve
+    from submission.preflight import resolve_here
     grid = load_grid("embedded")
-    folder = grid_points.grid_folder(grid, resolve(None, {"results_dir": str(tmp_path)}))
+    folder = grid_points.grid_folder(grid, resolve_here(None, {"results_dir": str(tmp_path)}))
     busy = grid_points.point_folder(folder, grid.points()[0])
     report_file = folder / grid_report.REPORT
     report_file.parent.mkdir(parents=True)
