@@ -173,12 +173,8 @@ class Config(Settings):
 
     @property
     def trackers(self) -> list[str]:
-        """The trackers `tracker` names (submission.tracking), [] for none."""
-        from .tracking import named
-        try:
-            return named(self.tracker)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
+        """The trackers `tracker` names (submission.tracking), in order, [] for none."""
+        return declared.words("tracker", self.tracker)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Config":
@@ -359,10 +355,6 @@ def validate(config: Config) -> None:
     for key in ("results_dir", "cache_dir"):
         if not getattr(config, key).strip():
             problems.append(f"{key} is empty: name a folder (default {declared.default(key)!r})")
-    try:
-        config.trackers
-    except ConfigError as exc:
-        problems.append(f"{exc} ({config.origin('tracker')})")
     if problems:       # the checks below combine these values
         raise ConfigError("invalid configuration:\n  - " + "\n  - ".join(problems))
     problems = combination_problems(config)
