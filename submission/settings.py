@@ -185,10 +185,22 @@ class OperationalSettings:
 # come first, then each method's (in the order of submission.methods.ALL), then the harness's
 # and the operational ones, as `settings` and campaign.json list them.
 @dataclass(frozen=True, kw_only=True)
-class Settings(OperationalSettings, HarnessSettings,
-               TrivialAugmentSettings, StochasticDepthSettings, SGDWSettings, SAMSettings, RandAugmentSettings,
-               ProgressiveResizeSettings, MixUpSettings, LossSettings, EMASettings, ColOutSettings, BlurPoolSettings,
-               RecipeSettings):
+class Settings(
+    OperationalSettings,
+    HarnessSettings,
+    TrivialAugmentSettings,
+    StochasticDepthSettings,
+    SGDWSettings,
+    SAMSettings,
+    RandAugmentSettings,
+    ProgressiveResizeSettings,
+    MixUpSettings,
+    LossSettings,
+    EMASettings,
+    ColOutSettings,
+    BlurPoolSettings,
+    RecipeSettings,
+):
     """Every setting, typed: the fields config.Config resolves."""
 
 

@@ -44,8 +44,21 @@ from .method import Method
 CHANNELS_LAST = Method("channels_last", False, lambda c: "channels last")
 
 # every method, in the order the logs and `settings` name them
-ALL: tuple[Method, ...] = (BLURPOOL, CHANNELS_LAST, COLOUT, EMA, LABEL_SMOOTHING, LOSS, MIXUP, PROGRESSIVE_RESIZE,
-                           RANDAUGMENT, SAM, SGDW, STOCHASTIC_DEPTH, TRIVIALAUGMENT)
+ALL: tuple[Method, ...] = (
+    BLURPOOL,
+    CHANNELS_LAST,
+    COLOUT,
+    EMA,
+    LABEL_SMOOTHING,
+    LOSS,
+    MIXUP,
+    PROGRESSIVE_RESIZE,
+    RANDAUGMENT,
+    SAM,
+    SGDW,
+    STOCHASTIC_DEPTH,
+    TRIVIALAUGMENT,
+)
 
 
 def problems(config) -> list[str]:
