@@ -12,6 +12,7 @@ from submission import settings
 from submission.errors import ConfigError
 
 
+@pytest.mark.e2e
 def test_resolving_a_configuration_imports_no_torch():
     """The settings, the configuration and the verbs that only resolve one answer in a second
     on a machine whose torch takes several to import."""
