@@ -64,7 +64,7 @@ class Declaration:
     (looked up when asked); many: a text of comma-separated words, each one admitted
     (`none` alone: no word); optional: None is a value too."""
     meaning: str
-    default: Any = MISSING
+    default: Any = None              # MISSING: none (a recipe setting, whose value is in the recipes)
     type: type = str
     admits: Admits = None
     many: bool = False
@@ -92,6 +92,10 @@ class Declaration:
             return (isinstance(value, (int, float)) and not isinstance(value, bool)
                     and math.isfinite(value))
         return isinstance(value, self.type)
+
+    def admitted(self, value: Any) -> bool:
+        """Whether `value` is of the declared type and admitted (a profile figure's JSON value)."""
+        return self.is_a(value) and self.problem(value) is None
 
     def words(self, value: Any) -> list[str]:
         """The words of a comma list (many=True), in order, once each; [] for none."""
