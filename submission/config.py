@@ -7,8 +7,8 @@ command line.
 
 Recipe keys and harness keys share one flat namespace, so `lr=1.0`, `runs=3` and
 `data_dir=/data/imagenet` all read the same way. Each setting is declared once, with its type
-and what it admits, in submission/settings.py or (a method's own) in its module under
-submission/methods/; unknown keys and values of the wrong type are
+and what it admits, in submission/settings.py or (a method's own) in its declaration under
+submission/methods/declarations/; unknown keys and values of the wrong type are
 rejected with the list of known keys. `Config` is that declaration's dataclass with the system
 around it: every setting a typed attribute, the derived values properties computed here.
 """
