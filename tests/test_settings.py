@@ -47,3 +47,18 @@ def test_coerce_reads_words_as_the_declared_type():
     assert settings.coerce("target_accuracy", "none", "the command line") is None
     with pytest.raises(ConfigError, match="batch_per_device takes a whole number, not 'x'"):
         settings.coerce("batch_per_device", "x", "the command line")
+
+
+def test_the_configuration_reaches_no_tracker_at_any_depth():
+    """The tracker's choices are declared with the settings: config, settings and the method
+    declarations import nothing of tracking, at any depth (function-level imports included)."""
+    from test_layout import package_graph
+    graph = package_graph()
+    reached, todo = set(), ["submission.config"]
+    while todo:
+        module = todo.pop()
+        for imported in graph.get(module, ()):
+            if imported not in reached:
+                reached.add(imported)
+                todo.append(imported)
+    assert "submission.settings" in reached and "submission.tracking" not in reached
