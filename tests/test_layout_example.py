@@ -20,7 +20,7 @@ CHECKS = '''
 import torch
 import submission.step as step_module
 from submission.config import ConfigError, resolve
-from submission.show_settings import describe_settings
+from submission.show_settings import main as settings_verb
 from submission.step import build_step
 
 assert "label noise 0.01" in resolve(None, {"recipe": "hot"}).methods
@@ -29,7 +29,7 @@ try:
     raise SystemExit("label_noise=-1 was admitted")
 except ConfigError as exc:
     assert "label_noise=-1.0 must be in [0, 1] (the command line)" in str(exc), exc
-assert "label_noise = 0.01  -- share of labels replaced at random; 0: none" in describe_settings("hot")
+assert "label_noise = 0.01  -- share of labels replaced at random; 0: none" in settings_verb(["recipe=hot"])
 
 config = resolve("cpu", {"label_noise": "1.0", "ema_half_life_batches": "0"})
 drawn = []
