@@ -2,9 +2,9 @@
 machine and `project`, `tradeoff` and `qualify` read, as one versioned type with its writer
 and its reader.
 
-Every field is declared once below, with the check its JSON value must pass (`figure`): the
-writer writes the dataclasses, the reader checks a file against the same declarations and
-builds them. A field without a default is needed; an optional one may be absent or null. A
+Every field is declared once below, with what its JSON value is (`figure`: a Declaration of
+setting_declaration.py, as settings and options are): the writer writes the dataclasses, the
+reader checks a file against the same declarations and builds them. A field without a default is needed; an optional one may be absent or null. A
 side is a whole number of px, written as a string key. Schema 2 is written and read; the
 schema-1 files of 2026-11-22/23 were converted once (CHANGELOG.md).
 """
@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from dataclasses import MISSING, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from . import settings as declared
 from .config import Config, ConfigError
 from .jsonfile import write_json
+from .setting_declaration import ABOVE_0, AT_LEAST_0, AT_LEAST_1, Declaration
 
 SCHEMA = 2
 WRITTEN_BY = "a profile is what `python -m submission bench ... json=FILE` writes"
@@ -32,34 +32,25 @@ LOADER_KINDS = declared.admits("train_loader")
 AUGMENTATION_STAGES = ("decode", "crop_flip", "randaugment", "to_tensor", "total")
 
 
-# ---- the checks a field's JSON value passes -----------------------------------------
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+# ---- what a field's JSON value is: each a Declaration whose meaning says it in words -----
+OBJECT = Declaration("an object", type=dict)
+RATE = Declaration("a number of images per second > 0", type=float, admits=ABOVE_0)
+COUNT = Declaration("a whole number >= 1", type=int, admits=AT_LEAST_1)
+WHOLE = Declaration("a whole number >= 0", type=int, admits=AT_LEAST_0)
+SECONDS = Declaration("a number of seconds >= 0", type=float, admits=AT_LEAST_0)
+NUMBER = Declaration("a number", type=float)
+POSITIVE = Declaration("a number > 0", type=float, admits=ABOVE_0)
+TEXT = Declaration("a text", type=str)
+BOOL = Declaration("true or false", type=bool)
+KIND = Declaration("one of " + ", ".join(LOADER_KINDS), type=str, admits=LOADER_KINDS)
 
 
-def _is_whole(value: Any, least: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= least
-
-
-Check = tuple[Callable[[Any], bool], str]
-OBJECT: Check = (lambda v: isinstance(v, dict), "an object")
-RATE: Check = (lambda v: _is_number(v) and v > 0, "a number of images per second > 0")
-COUNT: Check = (lambda v: _is_whole(v, 1), "a whole number >= 1")
-WHOLE: Check = (lambda v: _is_whole(v, 0), "a whole number >= 0")
-SECONDS: Check = (lambda v: _is_number(v) and v >= 0, "a number of seconds >= 0")
-NUMBER: Check = (_is_number, "a number")
-POSITIVE: Check = (lambda v: _is_number(v) and v > 0, "a number > 0")
-TEXT: Check = (lambda v: isinstance(v, str), "a text")
-BOOL: Check = (lambda v: isinstance(v, bool), "true or false")
-KIND: Check = (lambda v: v in LOADER_KINDS, "one of " + ", ".join(LOADER_KINDS))
-
-
-def figure(check: Check, default: Any = MISSING, *, part: type | None = None, sides: type | None = None,
-           keys: dict[str, tuple[Check, bool]] | None = None) -> Any:
-    """A field of a profile's part: its check, and what it holds: a part of its own (`part`),
-    one part per side (`sides`), or named values with their checks and whether each is needed
-    (`keys`). No default: the field is needed."""
-    metadata = {"check": check, "part": part, "sides": sides, "keys": keys or {}}
+def figure(value: Declaration, default: Any = MISSING, *, part: type | None = None, sides: type | None = None,
+           keys: dict[str, tuple[Declaration, bool]] | None = None) -> Any:
+    """A field of a profile's part: what its value is (`value`), and what it holds: a part of its
+    own (`part`), one part per side (`sides`), or named values, each declared, with whether each
+    is needed (`keys`). No default: the field is needed."""
+    metadata = {"declaration": value, "part": part, "sides": sides, "keys": keys or {}}
     return field(metadata=metadata) if default is MISSING else field(default=default, metadata=metadata)
 
 
@@ -253,9 +244,10 @@ def _part_problems(cls: type, data: dict[str, Any], prefix: str) -> list[str]:
         name, value = prefix + f.name, data.get(f.name, _ABSENT)
         if value in (_ABSENT, None) and not _needed(f):
             continue
-        ok, what = f.metadata["check"]
-        if value is _ABSENT or not ok(value):
-            found.append(f"{name} is {'missing' if value is _ABSENT else json.dumps(value)}, not {what}")
+        declared = f.metadata["declaration"]
+        if value is _ABSENT or not declared.admitted(value):
+            found.append(f"{name} is {'missing' if value is _ABSENT else json.dumps(value)}, "
+                         f"not {declared.meaning}")
             continue
         meta = f.metadata
         if meta["part"]:
@@ -267,11 +259,11 @@ def _part_problems(cls: type, data: dict[str, Any], prefix: str) -> list[str]:
                 found.append(f"{name}.{side} is {json.dumps(item)}, not an object")
             else:
                 found += _part_problems(meta["sides"], item, f"{name}.{side}.")
-        for key, ((check, check_what), needed) in meta["keys"].items():
+        for key, (declared_key, needed) in meta["keys"].items():
             item = value.get(key, _ABSENT)
-            if (item is _ABSENT and needed) or (item is not _ABSENT and not check(item)):
+            if (item is _ABSENT and needed) or (item is not _ABSENT and not declared_key.admitted(item)):
                 found.append(f"{name}.{key} is {'missing' if item is _ABSENT else json.dumps(item)}, "
-                             f"not {check_what}")
+                             f"not {declared_key.meaning}")
     return found
 
 
@@ -310,7 +302,7 @@ def _schema_problem(data: Any) -> str | None:
     if data.get("schema") is None:
         return f"is JSON, but not a bench profile: it has no \"schema\" field; {WRITTEN_BY}"
     schema = data["schema"]
-    if _is_whole(schema, 0) and schema > SCHEMA:
+    if WHOLE.admitted(schema) and schema > SCHEMA:
         return (f"is a schema-{schema} bench profile, newer than this harness reads (schema "
                 f"{SCHEMA}), written by a later version of the harness: project it "
                 "with that version, or measure again with this one")
@@ -318,7 +310,7 @@ def _schema_problem(data: Any) -> str | None:
         return ("is a schema-1 bench profile (written before 2026-11-25), which this version no "
                 "longer reads: measure it again (the bench command below), or convert it with a "
                 "release before 2026-11-26 (it read and upgraded schema 1)")
-    if not _is_whole(schema, 0) or schema != SCHEMA:
+    if not WHOLE.admitted(schema) or schema != SCHEMA:
         return (f"has \"schema\": {json.dumps(schema)}, which is no bench profile schema this "
                 f"harness reads ({SCHEMA}); {WRITTEN_BY}")
     return None

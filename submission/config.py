@@ -7,8 +7,8 @@ command line.
 
 Recipe keys and harness keys share one flat namespace, so `lr=1.0`, `runs=3` and
 `data_dir=/data/imagenet` all read the same way. Each setting is declared once, with its type
-and what it admits, in submission/settings.py or (a method's own) in its module under
-submission/methods/; unknown keys and values of the wrong type are
+and what it admits, in submission/settings.py or (a method's own) in its declaration under
+submission/methods/declarations/; unknown keys and values of the wrong type are
 rejected with the list of known keys. `Config` is that declaration's dataclass with the system
 around it: every setting a typed attribute, the derived values properties computed here.
 """
@@ -175,12 +175,8 @@ class Config(Settings):
 
     @property
     def trackers(self) -> list[str]:
-        """The trackers `tracker` names (submission.tracking), [] for none."""
-        from .tracking import named
-        try:
-            return named(self.tracker)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
+        """The trackers `tracker` names (submission.tracking), in order, [] for none."""
+        return declared.words("tracker", self.tracker)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Config":
@@ -368,10 +364,6 @@ def validate(config: Config) -> None:
     for key in ("results_dir", "cache_dir"):
         if not getattr(config, key).strip():
             problems.append(f"{key} is empty: name a folder (default {declared.default(key)!r})")
-    try:
-        config.trackers
-    except ConfigError as exc:
-        problems.append(f"{exc} ({config.origin('tracker')})")
     if problems:       # the checks below combine these values
         raise ConfigError("invalid configuration:\n  - " + "\n  - ".join(problems))
     problems = combination_problems(config)

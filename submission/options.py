@@ -1,5 +1,6 @@
-"""Every command's own options, declared once: `key=value` words like the settings, each with
-its type, default, meaning and what it admits; `parse` reads and checks them for every verb.
+"""Every command's own options, declared once: `key=value` words like the settings, each a
+`Declaration` (setting_declaration.py) with its type, default, meaning and what it admits;
+`parse` reads and checks them for every verb.
 
 The settings (submission/settings.py) say what a run computes and how it is launched; an
 option says what a command does with them (where a bench writes its profile, which grid a
@@ -11,12 +12,11 @@ from __future__ import annotations
 
 import math
 import sys
-from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from .errors import ConfigError
 from .results import RULESET as RULESET_DEFAULT
-from .setting_declaration import ABOVE_0, AT_LEAST_0, AT_LEAST_1, Range
+from .setting_declaration import ABOVE_0, AT_LEAST_0, AT_LEAST_1, Admits, Declaration, Range
 
 
 def _rulesets() -> tuple[str, ...]:
@@ -24,106 +24,100 @@ def _rulesets() -> tuple[str, ...]:
     return tuple(known_rulesets())
 
 
-@dataclass(frozen=True)
-class Option:
-    meaning: str
-    default: Any = ""
-    kind: type = str
-    admits: Range | tuple[str, ...] | Callable[[], tuple[str, ...]] | None = None
-    flag: str | tuple[str, ...] = ""   # the --flag(s) of earlier versions, read with a notice
-    many: bool = False           # a comma-separated list; the word repeated adds to it
-
-    def choices(self) -> Range | tuple[str, ...] | None:
-        return self.admits() if callable(self.admits) else self.admits
+def option(meaning: str, default: Any = "", type: type = str, admits: Admits = None, *,
+           flag: str | tuple[str, ...] = "", many: bool = False) -> Declaration:
+    """One command option, declared as a setting is (setting_declaration.Declaration). flag: the
+    --flag(s) of earlier versions, read with a notice; many: a comma-separated list, and the word
+    repeated adds to it."""
+    return Declaration(meaning, default, type, admits, many=many, flag=flag)
 
 
-PRICE = Option("the whole system's USD per hour that costs are read at (0: the campaign's own, "
-               "from campaign.json)", 0.0, float, AT_LEAST_0, "--price")
-RULESET = Option("the MLPerf ruleset whose checker reads the logs (or whose vocabulary the system "
-                 "description uses)", RULESET_DEFAULT, str, _rulesets, "--ruleset")
-PROFILE = Option("a bench profile (python -m submission bench ... json=FILE, or qualify's "
+PRICE = option("the whole system's USD per hour that costs are read at (0: the campaign's own, "
+               "from campaign.json)", 0.0, float, AT_LEAST_0, flag="--price")
+RULESET = option("the MLPerf ruleset whose checker reads the logs (or whose vocabulary the system "
+                 "description uses)", RULESET_DEFAULT, str, _rulesets, flag="--ruleset")
+PROFILE = option("a bench profile (python -m submission bench ... json=FILE, or qualify's "
                  "profile_<recipe>.json)")
-LOADER_PROFILE = Option("a profile whose loader figures replace the profile's (Hot's CPU-bound "
+LOADER_PROFILE = option("a profile whose loader figures replace the profile's (Hot's CPU-bound "
                         "DataLoader measured on the target host)")
-DP_EFFICIENCY = Option("data-parallel efficiency assumed for more than one process (none: 0.9; "
+DP_EFFICIENCY = option("data-parallel efficiency assumed for more than one process (none: 0.9; "
                        "one process needs none)", None, float, Range(0, 1, low_open=True))
 
-OPTIONS: dict[str, dict[str, Option]] = {
-    "run": {"dry_run": Option("print the configuration and the torchrun command, then any refusal; "
+OPTIONS: dict[str, dict[str, Declaration]] = {
+    "run": {"dry_run": option("print the configuration and the torchrun command, then any refusal; "
                               "run nothing", False, bool, flag="--dry-run")},
     "score": {"price_usd_per_hour": PRICE, "ruleset": RULESET},
     "report": {"price_usd_per_hour": PRICE},
-    "package": {"org": Option("the organisation: the package's folder and MLPerf submitter (default: "
+    "package": {"org": option("the organisation: the package's folder and MLPerf submitter (default: "
                               "the org setting)", "", flag="--org"),
-                "results": Option("the results folder holding the systems' folders (default: the "
+                "results": option("the results folder holding the systems' folders (default: the "
                                   "repository's results/)", flag="--results"),
-                "out": Option("where <org>/ is assembled (default: RESULTS/package)", "", flag="--out")},
+                "out": option("where <org>/ is assembled (default: RESULTS/package)", "", flag="--out")},
     "describe": {"ruleset": RULESET},
-    "check": {"rulesets": Option("the rulesets checked, comma-separated (default: 2.0.0,4.0.0: the "
+    "check": {"rulesets": option("the rulesets checked, comma-separated (default: 2.0.0,4.0.0: the "
                                  "submission's and the newest)", "", str, flag="--ruleset", many=True),
-              "verbose": Option("print every reason, untruncated", False, bool, flag=("--verbose", "-v"))},
+              "verbose": option("print every reason, untruncated", False, bool, flag=("--verbose", "-v"))},
     "project": {"profile": PROFILE, "loader_profile": LOADER_PROFILE, "dp_efficiency": DP_EFFICIENCY},
-    "bench": {"steps": Option("timed steps of each row", 10, int, AT_LEAST_1),
-              "rounds": Option("turns of the rows timed side by side", 3, int, AT_LEAST_1),
-              "json": Option("write the profile that project and tradeoff read to this file"),
-              "quick": Option("only the figures a profile needs (qualify's form)", False, bool),
-              "sweep": Option("loader: the loader on each .beton write option", "", str, ("", "loader")),
-              "compare": Option("composer: Composer's Trainer with the Mild methods; methods: each "
+    "bench": {"steps": option("timed steps of each row", 10, int, AT_LEAST_1),
+              "rounds": option("turns of the rows timed side by side", 3, int, AT_LEAST_1),
+              "json": option("write the profile that project and tradeoff read to this file"),
+              "quick": option("only the figures a profile needs (qualify's form)", False, bool),
+              "sweep": option("loader: the loader on each .beton write option", "", str, ("", "loader")),
+              "compare": option("composer: Composer's Trainer with the Mild methods; methods: each "
                                 "method swapped for the plain loop's", "", str, ("", "composer", "methods"))},
-    "qualify": {"minutes": Option("the budget (default: 8 on a GPU, 5 on a CPU)", None, float, ABOVE_0),
-                "out": Option("the record's folder (default: results/qualify/<system_name>-<time>)"),
-                "recipes": Option("the recipes profiled, comma-separated", "mild,medium,hot")},
-    "tradeoff": {"grid": Option("a grid of submission/grids/ by name, or a grid file (default: embedded, "
+    "qualify": {"minutes": option("the budget (default: 8 on a GPU, 5 on a CPU)", None, float, ABOVE_0),
+                "out": option("the record's folder (default: results/qualify/<system_name>-<time>)"),
+                "recipes": option("the recipes profiled, comma-separated", "mild,medium,hot")},
+    "tradeoff": {"grid": option("a grid of submission/grids/ by name, or a grid file (default: embedded, "
                                 "imagenet with data_dir)"),
-                 "point": Option("run this point alone (--list numbers them; a SLURM array task)", None,
+                 "point": option("run this point alone (--list numbers them; a SLURM array task)", None,
                                  int, AT_LEAST_0),
-                 "redo": Option("with point=K: train a finished point again, its old run kept under "
+                 "redo": option("with point=K: train a finished point again, its old run kept under "
                                 "attempts/", False, bool),
-                 "list": Option("print the points, their numbers and the SLURM array command; run "
+                 "list": option("print the points, their numbers and the SLURM array command; run "
                                 "nothing", False, bool, flag="--list"),
-                 "report": Option("write the report of the points finished so far; run nothing", False,
+                 "report": option("write the report of the points finished so far; run nothing", False,
                                   bool, flag="--report"),
-                 "spread_limit": Option("a run slower than this many times its point's fastest seed (or "
+                 "spread_limit": option("a run slower than this many times its point's fastest seed (or "
                                         "its configuration's other budgets) is flagged", 1.5, float,
                                         Range(1, low_open=True)),
                  "profile": PROFILE, "loader_profile": LOADER_PROFILE, "dp_efficiency": DP_EFFICIENCY,
-                 "systems": Option("the systems projected to, comma-separated (default: every descriptor "
+                 "systems": option("the systems projected to, comma-separated (default: every descriptor "
                                    "with accelerators)")},
 }
 
 
-def _value(verb: str, name: str, option: Option, text: str) -> Any:
+def _value(verb: str, name: str, option: Declaration, text: str) -> Any:
     """`text` as a value of `option`, or a ConfigError saying what it takes."""
     allowed = option.choices()
     if not text and not (isinstance(allowed, tuple) and "" in allowed):
         raise ConfigError(f"{name} takes a value ({name}=...): e.g. {name}={_shown(option)} ({option.meaning})")
-    what = {bool: "true or false", int: "a whole number", float: "a number"}.get(option.kind, "")
+    what = {bool: "true or false", int: "a whole number", float: "a number"}.get(option.type, "")
     if isinstance(allowed, Range):
-        what += " above 0" if option.kind is int and allowed == AT_LEAST_1 else f" {allowed}"
+        what += " above 0" if option.type is int and allowed == AT_LEAST_1 else f" {allowed}"
     if not what:
         what = "one of " + ", ".join(f"{name}={c}" for c in allowed) if isinstance(allowed, tuple) else "a value"
     wrong = ConfigError(f"{name}={text}: give {what}"
                         f", e.g. {name}={_shown(option)} ({option.meaning})")
-    if option.kind is bool:
+    if option.type is bool:
         if text not in ("true", "false"):
             raise wrong
         return text == "true"
     try:
-        value = option.kind(text)
+        value = option.type(text)
     except ValueError:
         raise wrong from None
-    if option.kind is float and not math.isfinite(value):
+    if option.type is float and not math.isfinite(value):
         raise wrong
-    if (isinstance(allowed, Range) and not allowed.admits(value)) or (
-            isinstance(allowed, tuple) and value not in allowed):
+    if option.problem(value):
         raise wrong
     return value
 
 
-def _shown(option: Option) -> str:
+def _shown(option: Declaration) -> str:
     """An example value: the default, else the first admitted word, else VALUE."""
     if option.default not in ("", None):
-        return str(option.default).lower() if option.kind is bool else str(option.default)
+        return str(option.default).lower() if option.type is bool else str(option.default)
     allowed = option.choices()
     return next((c for c in allowed if c), "VALUE") if isinstance(allowed, tuple) else "VALUE"
 
@@ -143,7 +137,7 @@ def _new_form(verb: str, words: list[str]) -> list[str]:
             i += 1
             continue
         option = OPTIONS[verb][name]
-        if option.kind is bool:
+        if option.type is bool:
             value, i = "true", i + 1
         elif sep:
             value, i = inline, i + 1
@@ -151,7 +145,7 @@ def _new_form(verb: str, words: list[str]) -> list[str]:
             value, i = words[i + 1], i + 2
         else:
             raise ConfigError(f"{flag} takes a value: {verb} reads it as {name}=VALUE")
-        print(f"note: {flag} is now {name}={'true' if option.kind is bool else 'VALUE'} "
+        print(f"note: {flag} is now {name}={'true' if option.type is bool else 'VALUE'} "
               f"(`python -m submission {verb} ... {name}={value}`); the old form goes in the next "
               "release", file=sys.stderr)
         out.append(f"{name}={value}")
@@ -188,8 +182,8 @@ def help_text(verb: str) -> str:
     lines = [f"options of {verb} (key=value{settings_too}):"]
     for name, option in declared.items():
         allowed = option.choices()
-        what = ("true/false" if option.kind is bool else str(allowed) if isinstance(allowed, Range)
-                else "|".join(c for c in allowed if c) if allowed else option.kind.__name__)
-        default = "" if option.default in ("", None) else f"; default {str(option.default).lower() if option.kind is bool else option.default}"
+        what = ("true/false" if option.type is bool else str(allowed) if isinstance(allowed, Range)
+                else "|".join(c for c in allowed if c) if allowed else option.type.__name__)
+        default = "" if option.default in ("", None) else f"; default {str(option.default).lower() if option.type is bool else option.default}"
         lines.append(f"  {name}=  {option.meaning} ({what}{default})")
     return "\n".join(lines)

@@ -1,7 +1,10 @@
-"""How one setting is declared: its kind, what it means, the values it admits, whether a bench
-profile records it. submission/settings.py declares the harness's settings with it, and each
-method module under submission/methods/ its own (collected without importing torch).
+"""How one value is declared, for a setting, a command option or a bench profile figure:
+its type, what it means, its default, the values it admits, and whether it is a comma list
+(`many`). submission/settings.py declares the harness's settings with it (and each method its
+own, in submission/methods/declarations/), submission/options.py each command's options, and
+submission/bench_profile.py each profile figure; none of them imports torch.
 
+A setting also has a kind:
   recipe       a value of the published recipe: it lives in submission/recipes/*.yaml (each
                line citing its source), not in code; every recipe file defines every one.
   harness      a harness default that changes what a run computes (batch, data, devices):
@@ -9,20 +12,25 @@ method module under submission/methods/ its own (collected without importing tor
   operational  a harness default that leaves what a run computes alone (paths, price, loader
                threads, the warm-up): it may change when a campaign resumes.
 """
+from __future__ import annotations
+
 import dataclasses
-from dataclasses import dataclass
-from typing import Any
+import math
+from dataclasses import MISSING, dataclass
+from typing import Any, Callable
 
 RECIPE, HARNESS, OPERATIONAL = "recipe", "harness", "operational"
 KINDS = (RECIPE, HARNESS, OPERATIONAL)
 # A bench profile records the settings marked RECORDED or COMPARED; `project` warns when the
 # projected run's value of a COMPARED one differs from the profile's (the step's rate depends on it).
 RECORDED, COMPARED = "recorded", "compared"
+# the word of a comma list (many=True) that names no item; it goes with no other
+NONE = "none"
 
 
 @dataclass(frozen=True)
 class Range:
-    """The numbers a setting admits: low and/or high, each end closed unless marked open."""
+    """The numbers a value admits: low and/or high, each end closed unless marked open."""
     low: float | None = None
     high: float | None = None
     low_open: bool = False
@@ -46,16 +54,97 @@ FRACTION, BELOW_1 = Range(0, 1), Range(0, 1, high_open=True)
 # Seeds reach numpy's and FFCV's generators, which take unsigned 32-bit seeds.
 SEED_RANGE = Range(0, 2**32, high_open=True)
 
+Admits = Range | tuple[str, ...] | Callable[[], tuple[str, ...]] | None
 
-def setting(kind: str, meaning: str, default: Any = dataclasses.MISSING, *,
-            admits: Range | tuple[str, ...] | None = None, also: tuple[str, ...] = (),
-            profile: str = "", type: type | None = None) -> Any:
-    """One setting's declaration: a dataclass field of `Settings` with its facts as metadata.
-    admits: a Range for numbers, or the words a text setting takes; also: words accepted where
-    the setting is given that config.resolve turns into one of `admits` (dataset=auto);
-    type: the value's type where no annotation gives it (a method module's settings)."""
-    if kind == RECIPE and default is not dataclasses.MISSING:
+
+@dataclass(frozen=True)
+class Declaration:
+    """One declared value. type: bool, int, float, str (or dict: a JSON object, a profile's
+    part); admits: a Range for numbers, the words a text takes, or a function giving them
+    (looked up when asked); many: a text of comma-separated words, each one admitted
+    (`none` alone: no word); optional: None is a value too."""
+    meaning: str
+    default: Any = None              # MISSING: none (a recipe setting, whose value is in the recipes)
+    type: type = str
+    admits: Admits = None
+    many: bool = False
+    optional: bool = False
+    # a setting's: its kind, the words resolve turns into an admitted one (dataset=auto), its
+    # mark in a bench profile
+    kind: str = ""
+    also: tuple[str, ...] = ()
+    profile: str = ""
+    # a command option's: the --flag(s) of earlier versions, read with a notice
+    flag: str | tuple[str, ...] = ""
+
+    def choices(self) -> Range | tuple[str, ...] | None:
+        return self.admits() if callable(self.admits) else self.admits
+
+    def is_a(self, value: Any) -> bool:
+        """Whether `value` (a JSON or Python value) is of the declared type (None where optional)."""
+        if value is None:
+            return self.optional
+        if self.type is bool:
+            return isinstance(value, bool)
+        if self.type is int:
+            return isinstance(value, int) and not isinstance(value, bool)
+        if self.type is float:
+            return (isinstance(value, (int, float)) and not isinstance(value, bool)
+                    and math.isfinite(value))
+        return isinstance(value, self.type)
+
+    def admitted(self, value: Any) -> bool:
+        """Whether `value` is of the declared type and admitted (a profile figure's JSON value)."""
+        return self.is_a(value) and self.problem(value) is None
+
+    def words(self, value: Any) -> list[str]:
+        """The words of a comma list (many=True), in order, once each; [] for none."""
+        words = [word.strip().lower() for word in str(value).split(",") if word.strip()]
+        return [word for word in dict.fromkeys(words) if word != NONE]
+
+    def problem(self, value: Any) -> str | None:
+        """Why `value` (of the declared type) is not admitted, in words, or None."""
+        allowed = self.choices()
+        if isinstance(allowed, Range):
+            if value is not None and not allowed.admits(value):
+                return f"must be {allowed}"
+        elif allowed and self.many:
+            words = [word.strip().lower() for word in str(value).split(",") if word.strip()]
+            unknown = [word for word in words if word not in allowed]
+            if unknown:
+                return f"must be one of {', '.join(c for c in allowed if c)}, or several joined by commas"
+            if NONE in words and len(words) > 1:
+                return f"must be {NONE} alone, or words without {NONE}"
+        elif allowed and value not in allowed:
+            return (f"must be one of {', '.join(c for c in allowed if c)}"
+                    f"{' (or empty)' if '' in allowed else ''}")
+        return None
+
+    def admits_text(self) -> str:
+        """What it admits, in words ("" when any value of its type)."""
+        allowed = self.choices()
+        if isinstance(allowed, Range):
+            return str(allowed)
+        if allowed:
+            words = [word for word in allowed + self.also if word]
+            return ("one of " + ", ".join(words) + (" (or empty)" if "" in allowed else "")
+                    + (", or several joined by commas" if self.many else ""))
+        return ""
+
+
+def setting(kind: str, meaning: str, default: Any = MISSING, *, admits: Admits = None,
+            also: tuple[str, ...] = (), profile: str = "", many: bool = False) -> Any:
+    """One setting: a field of a settings class (its type is the field's annotation), its
+    declaration in the field's metadata (settings.py reads it)."""
+    if kind not in KINDS:
+        raise ValueError(f"a setting's kind is one of {', '.join(KINDS)}, not {kind!r}")
+    if kind == RECIPE and default is not MISSING:
         raise ValueError("a recipe setting's value lives in the recipe files, not here")
-    return dataclasses.field(default=default, metadata={
-        "kind": kind, "meaning": meaning, "admits": admits, "also": also, "profile": profile,
-        "type": type})
+    declaration = Declaration(meaning, default, kind=kind, admits=admits, also=also, profile=profile,
+                              many=many)
+    return dataclasses.field(default=default, metadata={"declaration": declaration})
+
+
+def declaration_of(field: dataclasses.Field) -> Declaration:
+    """A settings field's declaration."""
+    return field.metadata["declaration"]

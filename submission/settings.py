@@ -2,8 +2,8 @@
 
 A setting is one field of `Settings`: its name, its type, its default, what it means, what
 values it admits, and its kind (recipe, harness, operational). The harness's own settings are
-declared below; each method declares its settings in its module under submission/methods/
-(`DECLARATIONS`), and `Settings` is built from both, recipe settings first.
+declared below; each method declares its settings class in its module under
+submission/methods/declarations/, and `Settings` lists every class by name.
 
 Everything else reads this declaration: config.resolve (types and precedence), config.validate
 (ranges and choices), the `settings` verb, the campaign's resume rule, and the bench profile's
@@ -12,17 +12,30 @@ config.validate (and by the method that declares them).
 """
 import dataclasses
 import math
+import typing
+from dataclasses import dataclass
 from typing import Any, get_args
 
-from . import methods
 from .errors import ConfigError
+from .methods.declarations.blurpool import BlurPoolSettings
+from .methods.declarations.colout import ColOutSettings
+from .methods.declarations.ema import EMASettings
+from .methods.declarations.loss import LossSettings
+from .methods.declarations.mixup import MixUpSettings
+from .methods.declarations.progressive_resize import ProgressiveResizeSettings
+from .methods.declarations.randaugment import RandAugmentSettings
+from .methods.declarations.sam import SAMSettings
+from .methods.declarations.sgdw import SGDWSettings
+from .methods.declarations.stochastic_depth import StochasticDepthSettings
+from .methods.declarations.trivialaugment import TrivialAugmentSettings
 from .setting_declaration import (ABOVE_0, AT_LEAST_0, AT_LEAST_1, BELOW_1, COMPARED, FRACTION, HARNESS,
-                                  OPERATIONAL, RECIPE, RECORDED, Range, setting)
+                                  OPERATIONAL, RECIPE, RECORDED, Declaration, Range, declaration_of, setting)
 
 
-class GeneralSettings:
-    """The settings that are not a method's: annotated fields, turned into `Settings` below."""
-    # ---- recipe: submission/recipes/*.yaml (the methods' own: submission/methods/) ------
+@dataclass(frozen=True, kw_only=True)
+class RecipeSettings:
+    """The recipe's settings that are not a method's: submission/recipes/*.yaml (the methods'
+    own: submission/methods/declarations/)."""
     init_conv: str = setting(RECIPE, "conv/linear weight init: kaiming_normal or torchvision's default",
                              admits=("kaiming_normal", "torchvision"))
     init_bn_gamma: str = setting(RECIPE, "BatchNorm gamma init: uniform (U(0,1)) or ones",
@@ -68,7 +81,10 @@ class GeneralSettings:
                                         "and evaluation goes through the device loader with device",
                                 admits=("ffcv", "torchvision", "device"), profile=RECORDED)
 
-    # ---- harness: change what a run computes -------------------------------------------
+
+@dataclass(frozen=True, kw_only=True)
+class HarnessSettings:
+    """The harness's defaults that change what a run computes."""
     recipe: str = setting(HARNESS, "recipe file under submission/recipes/ (mild, medium, hot, baseline)",
                           "mild", profile=RECORDED)
     dataset: str = setting(HARNESS, "imagenet (an image folder), fashion-mnist (the embedded campaign: "
@@ -112,7 +128,10 @@ class GeneralSettings:
                                              "keeps the fastest (the warm-up pays the trials before "
                                              "run_start)", False, profile=RECORDED)
 
-    # ---- operational: what a run computes does not depend on them ----------------------
+
+@dataclass(frozen=True, kw_only=True)
+class OperationalSettings:
+    """The harness's defaults that what a run computes does not depend on."""
     org: str = setting(OPERATIONAL, "submitting organisation: MLPerf `submitter` and package folder",
                        "Unaffiliated")
     runs: int = setting(OPERATIONAL, "runs in the campaign; an MLPerf ResNet score needs exactly 5", 5,
@@ -155,54 +174,71 @@ class GeneralSettings:
                                         "untouched", True)
     tracker: str = setting(OPERATIONAL, "where runs can be watched: tensorboard (event files beside the "
                                         "results), wandb (pip extra [wandb]), none; several joined by commas",
-                           "tensorboard")
+                           "tensorboard", admits=("tensorboard", "wandb", "none"), many=True)
     price_usd_per_hour: float = setting(OPERATIONAL, "hourly price of the whole system (all nodes)", 0.0,
                                         admits=AT_LEAST_0)
     price_source: str = setting(OPERATIONAL, "where the price comes from", "")
     price_date: str = setting(OPERATIONAL, "when the price was read", "")
 
 
-def _fields() -> list[tuple[str, type, dataclasses.Field]]:
-    """(name, type, declaration) of every setting: the harness's recipe settings, the methods'
-    (in the order submission.methods names them), then the harness and operational ones."""
-    own = [(name, annotation, getattr(GeneralSettings, name))
-           for name, annotation in GeneralSettings.__annotations__.items()]
-    of_methods = [(name, field.metadata["type"], field) for name, field in methods.SETTINGS.items()]
-    taken = {name for name, _, _ in own} & {name for name, _, _ in of_methods}
-    if taken:
-        raise ValueError(f"settings declared twice, by settings.py and a method: {', '.join(sorted(taken))}")
-    recipe = [entry for entry in own if entry[2].metadata["kind"] == RECIPE]
-    return recipe + of_methods + [entry for entry in own if entry[2].metadata["kind"] != RECIPE]
+# A dataclass takes its bases' fields in the reverse order of the bases: the recipe's settings
+# come first, then each method's (in the order of submission.methods.ALL), then the harness's
+# and the operational ones, as `settings` and campaign.json list them.
+@dataclass(frozen=True, kw_only=True)
+class Settings(
+    OperationalSettings,
+    HarnessSettings,
+    TrivialAugmentSettings,
+    StochasticDepthSettings,
+    SGDWSettings,
+    SAMSettings,
+    RandAugmentSettings,
+    ProgressiveResizeSettings,
+    MixUpSettings,
+    LossSettings,
+    EMASettings,
+    ColOutSettings,
+    BlurPoolSettings,
+    RecipeSettings,
+):
+    """Every setting, typed: the fields config.Config resolves."""
 
 
-Settings = dataclasses.make_dataclass("Settings", _fields(), frozen=True, kw_only=True, namespace={
-    "__module__": __name__, "__doc__": "Every setting, typed: the fields config.Config resolves."})
+def _declared() -> dict[str, Declaration]:
+    """Each setting's declaration, with its type (bool, int, float, str), whether it may be
+    None, and its default, from its field."""
+    hints = typing.get_type_hints(Settings)
+    declared = {}
+    for field in dataclasses.fields(Settings):
+        types = [t for t in get_args(hints[field.name]) if t is not type(None)] or [hints[field.name]]
+        declared[field.name] = dataclasses.replace(
+            declaration_of(field), type=types[0], optional=type(None) in get_args(hints[field.name]))
+    return declared
 
 
-DECLARED: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(Settings)}
+DECLARED: dict[str, Declaration] = _declared()
 
 
 def kind(name: str) -> str:
-    return DECLARED[name].metadata["kind"]
+    return DECLARED[name].kind
 
 
 def meaning(name: str) -> str:
-    return DECLARED[name].metadata["meaning"]
+    return DECLARED[name].meaning
 
 
 def admits(name: str) -> Range | tuple[str, ...] | None:
     """The Range or the words `name` admits (None: any value of its type)."""
-    return DECLARED[name].metadata["admits"]
+    return DECLARED[name].choices()
 
 
 def also_accepted(name: str) -> tuple[str, ...]:
-    return DECLARED[name].metadata["also"]
+    return DECLARED[name].also
 
 
 def value_type(name: str) -> type:
     """bool, int, float or str: the type a value of `name` has."""
-    declared = DECLARED[name].type
-    return next(t for t in get_args(declared) if t is not type(None)) if get_args(declared) else declared
+    return DECLARED[name].type
 
 
 def default(name: str) -> Any:
@@ -226,36 +262,28 @@ def defaults() -> dict[str, Any]:
 def profiled(*marks: str) -> list[str]:
     """The settings a bench profile records (RECORDED, COMPARED) or compares (COMPARED)."""
     marks = marks or (RECORDED, COMPARED)
-    return [name for name in DECLARED if DECLARED[name].metadata["profile"] in marks]
+    return [name for name in DECLARED if DECLARED[name].profile in marks]
 
 
 def admits_text(name: str) -> str:
     """What `name` admits, in words ("" when any value of its type)."""
-    allowed = admits(name)
-    if isinstance(allowed, Range):
-        return str(allowed)
-    if allowed:
-        words = [word for word in allowed + also_accepted(name) if word]
-        return "one of " + ", ".join(words) + (" (or empty)" if "" in allowed else "")
-    return ""
+    return DECLARED[name].admits_text()
 
 
 def problem(name: str, value: Any) -> str | None:
     """Why `value` is not admitted by `name`'s own declaration, or None."""
-    allowed = admits(name)
-    if isinstance(allowed, Range):
-        if value is not None and not allowed.admits(value):
-            return f"must be {allowed}"
-    elif allowed and value not in allowed:
-        return (f"must be one of {', '.join(c for c in allowed if c)}"
-                f"{' (or empty)' if '' in allowed else ''}")
-    return None
+    return DECLARED[name].problem(value)
+
+
+def words(name: str, value: Any) -> list[str]:
+    """The words of a comma-list setting's value (tracker=tensorboard,wandb), [] for none."""
+    return DECLARED[name].words(value)
 
 
 def optional(name: str) -> bool:
     """Whether `name` may be None (given as "none"): a target_accuracy of none trains the
     whole budget."""
-    return type(None) in get_args(DECLARED[name].type)
+    return DECLARED[name].optional
 
 
 def coerce(name: str, raw: Any, origin: str) -> Any:

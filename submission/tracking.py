@@ -33,8 +33,8 @@ from typing import Any
 from .energy import Energy
 from .progress import ENERGY, EVAL, WINDOW
 
-TENSORBOARD, WANDB, NONE = "tensorboard", "wandb", "none"
-CHOICES = (TENSORBOARD, WANDB, NONE)
+# the trackers `tracker=` names (its choices are declared with the settings: settings.py)
+TENSORBOARD, WANDB = "tensorboard", "wandb"
 WANDB_INSTALL = ".venv/bin/pip install -e '.[wandb]'"
 # W&B modes that need no login (WANDB_MODE); any other asks wandb.ai for the account
 WANDB_LOCAL_MODES = ("offline", "disabled", "dryrun")
@@ -42,19 +42,6 @@ WANDB_PROJECT = "mlperf-resnet"     # unless WANDB_PROJECT names another
 # the final figures of a tradeoff point, as its HParams metrics
 POINT_FIGURES = {"top1": "grid/top1", "minutes": "grid/minutes", "usd": "grid/usd", "joules": "grid/joules"}
 HPARAMS_FILE_SUFFIX = ".hparams"    # the event file the grid writes beside the run's
-
-
-def named(value: str) -> list[str]:
-    """The trackers `value` names, in order ([] for none); a ValueError naming the choices
-    for a word that is not one."""
-    words = [word.strip().lower() for word in str(value).split(",") if word.strip()]
-    unknown = [word for word in words if word not in CHOICES]
-    if unknown:
-        raise ValueError(f"tracker={value!r}: {', '.join(unknown)} is not a tracker; tracker takes "
-                         f"{', '.join(CHOICES)}, or several joined by commas (tracker=tensorboard,wandb)")
-    if NONE in words and len(words) > 1:
-        raise ValueError(f"tracker={value!r}: none cannot go with another tracker")
-    return [word for word in dict.fromkeys(words) if word != NONE]
 
 
 def problems(trackers: list[str]) -> list[str]:

@@ -19,66 +19,46 @@ randaugment         per-image PIL augmentation (Hot), in the torchvision loader'
 Not in a published recipe (docs/cpu-augment.md):
 trivialaugment      one PIL operation per image in place of RandAugment, where RandAugment acts
 
-Each module declares what the harness knows of it besides its code (`DECLARATIONS`,
-method.py). `ALL` collects every module here that declares one, in the order of the modules'
-names. The table is read from each module's source, its `DECLARATIONS = ...` statement
-evaluated alone with the names of method.py and setting_declaration.py: the settings, the
-configuration and every verb that resolves one then need no torch, which the modules' code
-imports (seconds on one CPU).
+Each method declares what the harness knows of it besides its code in a torch-free module of
+declarations/ (method.py): its settings class, which settings.Settings lists, and its `Method`
+record, which `ALL` lists below. The settings, the configuration and every verb that resolves
+one then need no torch, which the methods' code imports (seconds on one CPU).
 """
 from __future__ import annotations
 
-import ast
-from pathlib import Path
-from typing import Any
-
-from .. import setting_declaration
+from .declarations.blurpool import BLURPOOL
+from .declarations.colout import COLOUT
+from .declarations.ema import EMA
+from .declarations.loss import LABEL_SMOOTHING, LOSS
+from .declarations.mixup import MIXUP
+from .declarations.progressive_resize import PROGRESSIVE_RESIZE
+from .declarations.randaugment import RANDAUGMENT
+from .declarations.sam import SAM
+from .declarations.sgdw import SGDW
+from .declarations.stochastic_depth import STOCHASTIC_DEPTH
+from .declarations.trivialaugment import TRIVIALAUGMENT
 from .method import Method
 
 # Composer counts channels-last memory as an algorithm (ChannelsLast); here it is the model's
 # memory format (model.py), declared with the methods so that the logs name it among them
 CHANNELS_LAST = Method("channels_last", False, lambda c: "channels last")
 
-DECLARATION = "DECLARATIONS"
-# what a declaration may name besides Python's builtins
-_NAMES = {**{name: getattr(setting_declaration, name) for name in dir(setting_declaration)
-             if not name.startswith("_")}, "Method": Method}
-
-
-def declarations_in(path: Path) -> tuple[Method, ...]:
-    """The methods a module's source declares (its `DECLARATIONS = (...)`), () where none."""
-    for statement in ast.parse(path.read_text(), str(path)).body:
-        if (isinstance(statement, ast.Assign)
-                and [getattr(target, "id", None) for target in statement.targets] == [DECLARATION]):
-            code = compile(ast.Expression(statement.value), str(path), "eval")
-            try:
-                return tuple(eval(code, dict(_NAMES)))
-            except NameError as exc:
-                raise ImportError(f"{path}: its {DECLARATION} may name only what method.py and "
-                                  f"setting_declaration.py define ({exc})") from None
-    return ()
-
-
-def _table() -> tuple[Method, ...]:
-    found = {path.stem: declarations_in(path) for path in Path(__file__).parent.glob("*.py")}
-    found["channels_last"] = (CHANNELS_LAST,)
-    return tuple(method for name in sorted(found) for method in found[name])
-
-
-def _settings(methods: tuple[Method, ...]) -> dict[str, Any]:
-    declared: dict[str, Any] = {}
-    for method in methods:
-        twice = set(declared) & set(method.settings)
-        if twice:
-            raise ImportError(f"settings declared by two methods: {', '.join(sorted(twice))}")
-        declared.update(method.settings)
-    return declared
-
-
-# every method, in the order the logs and `settings` name them (their modules' names)
-ALL: tuple[Method, ...] = _table()
-# every method's own settings, name -> declaration (settings.py adds them to Settings)
-SETTINGS: dict[str, Any] = _settings(ALL)
+# every method, in the order the logs and `settings` name them
+ALL: tuple[Method, ...] = (
+    BLURPOOL,
+    CHANNELS_LAST,
+    COLOUT,
+    EMA,
+    LABEL_SMOOTHING,
+    LOSS,
+    MIXUP,
+    PROGRESSIVE_RESIZE,
+    RANDAUGMENT,
+    SAM,
+    SGDW,
+    STOCHASTIC_DEPTH,
+    TRIVIALAUGMENT,
+)
 
 
 def problems(config) -> list[str]:

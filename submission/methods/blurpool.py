@@ -13,15 +13,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..setting_declaration import RECIPE, setting
-from .method import Method
-
-DECLARATIONS = (   # what the harness knows of this method (method.py)
-    Method("blurpool", False, lambda c: "BlurPool", without="without BlurPool", settings={
-        "blurpool": setting(RECIPE, "anti-aliased stride-2 convs and stem max-pool", type=bool),
-    }),
-)
-
 
 def blur_kernel(channels: int) -> torch.Tensor:
     taps = torch.tensor([1.0, 2.0, 1.0])

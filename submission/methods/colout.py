@@ -13,19 +13,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..setting_declaration import BELOW_1, RECIPE, setting
-from .method import Method
-
 if TYPE_CHECKING:        # the run plan reads kept_size without torch (run_plan.py)
     import torch
-
-DECLARATIONS = (   # what the harness knows of this method (method.py)
-    Method("colout_fraction", 0.0, lambda c: f"ColOut ({c.colout_fraction:g} of rows and columns)",
-           without="without ColOut", settings={
-               "colout_fraction": setting(RECIPE, "ColOut: share of rows and of columns dropped from each "
-                                                  "batch; 0: none", type=float, admits=BELOW_1),
-           }),
-)
 
 
 def kept_size(size: int, drop_fraction: float) -> int:

@@ -11,19 +11,6 @@ import copy
 import torch
 from torch import nn
 
-from ..setting_declaration import AT_LEAST_0, AT_LEAST_1, RECIPE, setting
-from .method import Method
-
-DECLARATIONS = (   # what the harness knows of this method (method.py)
-    Method("ema_half_life_batches", 0.0, lambda c: f"EMA (half-life {c.ema_half_life_batches:g} steps)",
-           settings={
-               "ema_half_life_batches": setting(RECIPE, "EMA half-life in batches; 0: no EMA", type=float,
-                                                admits=AT_LEAST_0),
-               "ema_update_every_batches": setting(RECIPE, "EMA update cadence in batches", type=int,
-                                                   admits=AT_LEAST_1),
-           }),
-)
-
 
 def smoothing_per_update(half_life_batches: float, update_every_batches: int) -> float:
     return 0.5 ** (update_every_batches / half_life_batches)

@@ -9,19 +9,6 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..setting_declaration import BELOW_1, RECIPE, setting
-from .method import Method
-
-DECLARATIONS = (   # what the harness knows of this method (method.py)
-    Method("label_smoothing", 0.0, lambda c: f"label smoothing {c.label_smoothing:g}", settings={
-        "label_smoothing": setting(RECIPE, "label smoothing of the targets", type=float, admits=BELOW_1),
-    }),
-    Method("loss", "cross_entropy", None, without="cross-entropy instead of BCE", settings={
-        "loss": setting(RECIPE, "bce (sum over classes / batch) or cross_entropy", type=str,
-                        admits=("bce", "cross_entropy")),
-    }),
-)
-
 
 def smoothed_one_hot(labels: torch.Tensor, num_classes: int, smoothing: float) -> torch.Tensor:
     targets = F.one_hot(labels, num_classes).float()
@@ -36,6 +23,5 @@ def bce_loss(logits: torch.Tensor, labels: torch.Tensor, smoothing: float) -> to
 
 def cross_entropy_loss(logits: torch.Tensor, labels: torch.Tensor, smoothing: float) -> torch.Tensor:
     return F.cross_entropy(logits.float(), labels, label_smoothing=smoothing)
-
 
 LOSSES = {"bce": bce_loss, "cross_entropy": cross_entropy_loss}

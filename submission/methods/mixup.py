@@ -38,16 +38,6 @@ import torch
 import torch.nn.functional as F
 
 from .loss import smoothed_one_hot
-from ..setting_declaration import AT_LEAST_0, RECIPE, setting
-from .method import Method
-
-DECLARATIONS = (   # what the harness knows of this method (method.py)
-    Method("mixup_alpha", 0.0, lambda c: f"MixUp (alpha {c.mixup_alpha:g})", without="without MixUp",
-           settings={
-               "mixup_alpha": setting(RECIPE, "MixUp: mixing weight min(z, 1-z), z ~ Beta(alpha, alpha); "
-                                              "0: no MixUp", type=float, admits=AT_LEAST_0),
-           }),
-)
 
 
 def mixing_coefficient(alpha: float, rng: np.random.Generator | None = None) -> float:

@@ -18,32 +18,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from ..setting_declaration import AT_LEAST_1, RECIPE, setting
-from .method import Method
-
 if TYPE_CHECKING:        # the run plan reads the schedule without torch (run_plan.py)
     import torch
-
-DECLARATIONS = (   # what the harness knows of this method (method.py)
-    Method("progressive_resize", False, lambda c: f"progressive resizing (from {c.resize_initial_scale:g}x)",
-           settings={
-               "progressive_resize": setting(RECIPE, "downscale training batches early in training", type=bool),
-               "resize_initial_scale": setting(RECIPE, "side scale until resize_start_fraction", type=float),
-               "resize_start_fraction": setting(RECIPE, "share of training at the initial scale", type=float),
-               "resize_finish_fraction": setting(RECIPE, "share of training at which full size is reached",
-                                                 type=float),
-               "resize_multiple": setting(RECIPE, "the side is rounded to a multiple of this", type=int,
-                                          admits=AT_LEAST_1),
-               "resize_granularity": setting(RECIPE, "epoch: the side changes at epoch boundaries; step: "
-                                                     "every step", type=str, admits=("epoch", "step")),
-               "resize_mode": setting(RECIPE, "interpolation of the downscaling: nearest, bilinear or area",
-                                      type=str, admits=("nearest", "bilinear", "area")),
-           },
-           problem=lambda c: None if (0 < c.resize_initial_scale <= 1
-                                      and 0 <= c.resize_start_fraction <= c.resize_finish_fraction <= 1)
-           else ("progressive resizing needs 0 < resize_initial_scale <= 1 and "
-                 "0 <= resize_start_fraction <= resize_finish_fraction <= 1")),
-)
 
 
 def resize_scale(progress: float, initial: float, start: float, finish: float) -> float:

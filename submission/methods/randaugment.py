@@ -24,28 +24,6 @@ from typing import Callable
 import numpy as np
 from PIL import Image, ImageEnhance, ImageOps
 
-from ..setting_declaration import AT_LEAST_0, RECIPE, Range, setting
-from .method import Method
-
-DECLARATIONS = (   # what the harness knows of this method (method.py)
-    Method("randaugment_depth", 0, lambda c: f"RandAugment ({c.randaugment_set}, depth "
-                                             f"{c.randaugment_depth}, severity {c.randaugment_severity})",
-           settings={
-               "randaugment_depth": setting(RECIPE, "RandAugment: operations per image; 0: no RandAugment",
-                                            type=int, admits=AT_LEAST_0),
-               "randaugment_severity": setting(RECIPE, "RandAugment: magnitude, 0-10", type=int,
-                                               admits=Range(0, 10)),
-               "randaugment_set": setting(RECIPE, "RandAugment: augmentation set (all, safe, original)",
-                                          type=str, admits=("all", "safe", "original")),
-           },
-           # it works on each image: in the torchvision loader's worker processes (PIL), or on
-           # the device loader's batches (randaugment_batch.py); FFCV's compiled pipeline runs neither
-           problem=lambda c: None if c.train_loader in ("torchvision", "device") else (
-               f"randaugment_depth={c.randaugment_depth} needs train_loader=torchvision or device: "
-               "RandAugment works on each image, in the loader's worker processes or on the device, "
-               "which FFCV's compiled pipeline cannot do")),
-)
-
 BILINEAR = Image.Resampling.BILINEAR
 AFFINE = Image.Transform.AFFINE
 

@@ -57,20 +57,6 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
-from ..setting_declaration import ABOVE_0, AT_LEAST_0, RECIPE, RECORDED, setting
-from .method import Method
-
-DECLARATIONS = (   # what the harness knows of this method (method.py)
-    Method("sam_interval", 0, lambda c: f"SAM (rho {c.sam_rho:g}, every {c.sam_interval}th step)",
-           without="without SAM", settings={
-               "sam_interval": setting(RECIPE, "SAM: every Nth step is a two-pass SAM step; 0: no SAM",
-                                       type=int, admits=AT_LEAST_0, profile=RECORDED),
-               "sam_rho": setting(RECIPE, "SAM: radius of the ascent step", type=float, admits=AT_LEAST_0),
-               "sam_epsilon": setting(RECIPE, "SAM: added to the gradient norm of the ascent", type=float,
-                                      admits=ABOVE_0),
-           }),
-)
-
 
 class SAM:
     """Wraps `base` (e.g. DecoupledSGDW): `step(closure, scaler)` does SAM every

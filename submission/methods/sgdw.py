@@ -14,18 +14,6 @@ from __future__ import annotations
 
 import torch
 
-from ..setting_declaration import RECIPE, setting
-from .method import Method
-
-DECLARATIONS = (   # what the harness knows of this method (method.py)
-    # the only optimizer setting is sgdw: the plain loop's torch.optim.SGD is built in code
-    Method("optimizer", None, None, without="torch.optim.SGD instead of DecoupledSGDW", swapped_in_code=True,
-           settings={
-               "optimizer": setting(RECIPE, "sgdw: SGD with decoupled weight decay", type=str,
-                                    admits=("sgdw",)),
-           }),
-)
-
 
 class DecoupledSGDW(torch.optim.SGD):
     def __init__(self, params, lr: float, momentum: float, weight_decay: float,

@@ -34,29 +34,10 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from ..setting_declaration import BELOW_1, RECIPE, setting
-from .method import Method
+from .declarations.stochastic_depth import DISTRIBUTIONS, METHODS
 
 if TYPE_CHECKING:
     from torchvision.models.resnet import Bottleneck
-
-DECLARATIONS = (   # what the harness knows of this method (method.py)
-    Method("stochastic_depth_rate", 0.0,
-           lambda c: f"stochastic depth ({c.stochastic_depth_method}, "
-                     f"{c.stochastic_depth_distribution} to {c.stochastic_depth_rate:g})",
-           without="without stochastic depth", settings={
-               "stochastic_depth_rate": setting(RECIPE, "stochastic depth: drop rate of the last residual "
-                                                        "block; 0: none", type=float, admits=BELOW_1),
-               "stochastic_depth_method": setting(RECIPE, "stochastic depth: sample (per image) or block "
-                                                          "(per batch)", type=str, admits=("sample", "block")),
-               "stochastic_depth_distribution": setting(RECIPE, "stochastic depth: rates linear in depth, or "
-                                                                "uniform", type=str,
-                                                        admits=("linear", "uniform")),
-           }),
-)
-
-METHODS = ("sample", "block")
-DISTRIBUTIONS = ("linear", "uniform")
 
 
 class StochasticBottleneck(nn.Module):

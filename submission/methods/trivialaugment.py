@@ -34,28 +34,7 @@ from PIL import Image
 from torchvision.transforms import InterpolationMode
 from torchvision.transforms import functional as F
 
-from ..setting_declaration import RECIPE, setting
-from .method import Method
 from .randaugment import AUGMENTATION_SETS, Operation, _signed, randaugment_image
-
-DECLARATIONS = (   # what the harness knows of this method (method.py)
-    Method("trivialaugment", "none", lambda c: f"TrivialAugment ({c.trivialaugment})",
-           settings={
-               "trivialaugment": setting(
-                   RECIPE, "TrivialAugment: one operation per image at a magnitude drawn over its whole "
-                           "range; wide: torchvision's TrivialAugmentWide, composer: RandAugment's "
-                           "operations and draws at severity 10; none: off",
-                   type=str, admits=("none", "wide", "composer")),
-           },
-           # it augments each image as RandAugment does, in the same places; one or the other
-           problem=lambda c: (
-               f"trivialaugment={c.trivialaugment} with randaugment_depth={c.randaugment_depth}: "
-               "TrivialAugment replaces RandAugment (one operation per image); set randaugment_depth=0"
-               if c.randaugment_depth else None if c.train_loader in ("torchvision", "device") else
-               f"trivialaugment={c.trivialaugment} needs train_loader=torchvision or device: it works on "
-               "each image, in the loader's worker processes or on the device, which FFCV's compiled "
-               "pipeline cannot do")),
-)
 
 SPACES = ("wide", "composer")
 BINS = 31                       # TV:L397 num_magnitude_bins
@@ -89,7 +68,6 @@ def _shear(img: Image.Image, degrees_x: float, degrees_y: float) -> Image.Image:
 def _translate(img: Image.Image, x: int, y: int) -> Image.Image:
     return F.affine(img, angle=0.0, translate=[x, y], scale=1.0, interpolation=NEAREST,
                     shear=[0.0, 0.0], fill=None)                              # TV:L46-65
-
 
 SHEAR = ENHANCE = _magnitudes(0.0, 0.99)
 TRANSLATE = _magnitudes(0.0, 32.0)

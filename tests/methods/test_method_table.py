@@ -1,6 +1,6 @@
-"""submission.methods.ALL: each method module's declaration (its settings, the setting that
-turns it on, its value without it, its name in the logs, its row in bench compare=methods, what
-it cannot do with other settings), read by settings.py, Config and the bench."""
+"""submission.methods.ALL: each method's declaration (its settings class, the setting that turns
+it on, its value without it, its name in the logs, its row in bench compare=methods, what it
+cannot do with other settings), read by settings.py, Config and the bench."""
 from __future__ import annotations
 
 import dataclasses
@@ -47,36 +47,19 @@ def test_a_new_method_is_named_once_its_module_declares_it(monkeypatch):
     assert "a new method (0.2)" not in resolve(None, {"recipe": "mild"}).methods
 
 
-def test_each_method_declares_its_own_settings_and_settings_py_none_of_them():
-    from submission.methods import SETTINGS
-    own = set(settings.GeneralSettings.__annotations__)
-    assert {"mixup_alpha", "sam_interval", "sam_rho", "resize_mode", "blurpool", "optimizer"} <= set(SETTINGS)
-    assert not own & set(SETTINGS)
-    assert set(SETTINGS) <= DECLARED
+def test_each_method_declares_its_own_settings_and_settings_py_lists_each_class():
+    of_methods = {field.name for method in ALL if method.settings for field in dataclasses.fields(method.settings)}
+    own = {field.name for part in (settings.RecipeSettings, settings.HarnessSettings, settings.OperationalSettings)
+           for field in dataclasses.fields(part)}
+    assert {"mixup_alpha", "sam_interval", "sam_rho", "resize_mode", "blurpool", "optimizer"} <= of_methods
+    assert not own & of_methods
+    assert own | of_methods == DECLARED
+    for method in ALL:
+        assert method.settings is None or issubclass(settings.Settings, method.settings), \
+            f"settings.Settings does not list {method.settings.__name__}"
+        assert method.settings is None or method.setting in {f.name for f in dataclasses.fields(method.settings)}
     assert settings.kind("sam_interval") == settings.RECIPE and settings.value_type("sam_interval") is int
     assert "sam_interval" in settings.profiled()          # its declaration's profile mark is kept
-
-
-def test_the_table_is_read_from_a_modules_source_without_running_its_code(tmp_path):
-    """A method module's code may import what the configuration must not (torch): the table
-    evaluates its DECLARATIONS alone, with the names of method.py and setting_declaration.py."""
-    from submission.methods import declarations_in
-    module = tmp_path / "new_method.py"
-    module.write_text(
-        "import a_module_that_does_not_exist\n"
-        "from .method import Method\n"
-        "DECLARATIONS = (Method('new_rate', 0.0, lambda c: f'new ({c.new_rate:g})', settings={\n"
-        "    'new_rate': setting(RECIPE, 'a new method: its rate; 0: off', type=float, admits=BELOW_1)},\n"
-        "    problem=lambda c: None if c.new_rate < 0.5 else 'new_rate must stay below 0.5'),)\n"
-        "def code(): return a_module_that_does_not_exist.run()\n")
-    (method,) = declarations_in(module)
-    assert method.setting == "new_rate" and method.settings["new_rate"].metadata["type"] is float
-    assert declarations_in(tmp_path / "new_method.py")[0].named(type("C", (), {"new_rate": 0.25})) == "new (0.25)"
-    module.write_text("DECLARATIONS = (Method('x', 0, None, settings={'x': helper()}),)\n")
-    with pytest.raises(ImportError, match="may name only what method.py and setting_declaration.py"):
-        declarations_in(module)
-    module.write_text("def code(): pass\n")
-    assert declarations_in(module) == ()
 
 
 def test_a_methods_problem_is_the_configurations_where_the_method_is_on():

@@ -1,0 +1,15 @@
+"""ColOut's declaration (its code: methods/colout.py)."""
+from dataclasses import dataclass
+
+from ...setting_declaration import BELOW_1, RECIPE, setting
+from ..method import Method
+
+
+@dataclass(frozen=True, kw_only=True)
+class ColOutSettings:
+    colout_fraction: float = setting(RECIPE, "ColOut: share of rows and of columns dropped from each batch; "
+                                             "0: none", admits=BELOW_1)
+
+
+COLOUT = Method("colout_fraction", 0.0, lambda c: f"ColOut ({c.colout_fraction:g} of rows and columns)",
+                without="without ColOut", settings=ColOutSettings)

@@ -1,0 +1,30 @@
+"""RandAugment's declaration (its code: methods/randaugment.py, methods/randaugment_batch.py)."""
+from dataclasses import dataclass
+
+from ...setting_declaration import AT_LEAST_0, RECIPE, Range, setting
+from ..method import Method
+
+
+@dataclass(frozen=True, kw_only=True)
+class RandAugmentSettings:
+    randaugment_depth: int = setting(RECIPE, "RandAugment: operations per image; 0: no RandAugment",
+                                     admits=AT_LEAST_0)
+    randaugment_severity: int = setting(RECIPE, "RandAugment: magnitude, 0-10", admits=Range(0, 10))
+    randaugment_set: str = setting(RECIPE, "RandAugment: augmentation set (all, safe, original)",
+                                   admits=("all", "safe", "original"))
+
+
+def _problem(c) -> str | None:
+    # it works on each image: in the torchvision loader's worker processes (PIL), or on the
+    # device loader's batches (randaugment_batch.py); FFCV's compiled pipeline runs neither
+    if c.train_loader in ("torchvision", "device"):
+        return None
+    return (f"randaugment_depth={c.randaugment_depth} needs train_loader=torchvision or device: "
+            "RandAugment works on each image, in the loader's worker processes or on the device, "
+            "which FFCV's compiled pipeline cannot do")
+
+
+RANDAUGMENT = Method("randaugment_depth", 0,
+                     lambda c: f"RandAugment ({c.randaugment_set}, depth {c.randaugment_depth}, "
+                               f"severity {c.randaugment_severity})",
+                     settings=RandAugmentSettings, problem=_problem)

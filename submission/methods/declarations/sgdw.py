@@ -1,0 +1,15 @@
+"""SGDW's declaration (its code: methods/sgdw.py)."""
+from dataclasses import dataclass
+
+from ...setting_declaration import RECIPE, setting
+from ..method import Method
+
+
+@dataclass(frozen=True, kw_only=True)
+class SGDWSettings:
+    optimizer: str = setting(RECIPE, "sgdw: SGD with decoupled weight decay", admits=("sgdw",))
+
+
+# the only optimizer setting is sgdw: the plain loop's torch.optim.SGD is built in code
+SGDW = Method("optimizer", None, None, without="torch.optim.SGD instead of DecoupledSGDW", swapped_in_code=True,
+              settings=SGDWSettings)

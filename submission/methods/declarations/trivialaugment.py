@@ -1,0 +1,29 @@
+"""TrivialAugment's declaration (its code: methods/trivialaugment.py, methods/trivialaugment_batch.py)."""
+from dataclasses import dataclass
+
+from ...setting_declaration import RECIPE, setting
+from ..method import Method
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrivialAugmentSettings:
+    trivialaugment: str = setting(RECIPE, "TrivialAugment: one operation per image at a magnitude drawn over "
+                                          "its whole range; wide: torchvision's TrivialAugmentWide, composer: "
+                                          "RandAugment's operations and draws at severity 10; none: off",
+                                  admits=("none", "wide", "composer"))
+
+
+def _problem(c) -> str | None:
+    # it augments each image as RandAugment does, in the same places; one or the other
+    if c.randaugment_depth:
+        return (f"trivialaugment={c.trivialaugment} with randaugment_depth={c.randaugment_depth}: "
+                "TrivialAugment replaces RandAugment (one operation per image); set randaugment_depth=0")
+    if c.train_loader in ("torchvision", "device"):
+        return None
+    return (f"trivialaugment={c.trivialaugment} needs train_loader=torchvision or device: it works on "
+            "each image, in the loader's worker processes or on the device, which FFCV's compiled "
+            "pipeline cannot do")
+
+
+TRIVIALAUGMENT = Method("trivialaugment", "none", lambda c: f"TrivialAugment ({c.trivialaugment})",
+                        settings=TrivialAugmentSettings, problem=_problem)
