@@ -25,7 +25,7 @@ from .methods.schedule import lr_at
 class StepPlan:
     """What the RunPlan schedules for one step, and all the step is told of it: every value
     that changes during a run. A method scheduled over the run adds a field here, filled in
-    `RunPlan.at` by its module's schedule function and read in `RecipeStep.train`."""
+    `RunPlan.at` by its module's schedule function and read in `RecipeStep.train_on`."""
     lr: float
     side: int       # the pinned training side (RunPlan.side)
 
