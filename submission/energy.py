@@ -160,10 +160,6 @@ class NvmlBoard(Counter):
         except self.nvml.NVMLError as exc:
             raise OSError(f"NVML: {exc}") from None
 
-    def power_watts(self) -> float:
-        """The board's power now (NVML's averaged reading), for idle figures."""
-        return self.nvml.nvmlDeviceGetPowerUsage(self.handle) / 1000
-
     def close(self) -> None:
         self.nvml.nvmlShutdown()
 

@@ -223,15 +223,6 @@ def points_for(system: str) -> list[PublishedPoint]:
     return [p for p in POINTS if p.system == system]
 
 
-def ablations_for(system: str, study: str | None = None) -> list[PublishedAblation]:
-    return [a for a in ABLATIONS if a.system == system and (study is None or a.study == study)]
-
-
-def tradeoff_sources() -> list[str]:
-    """The sources of POINTS and ABLATIONS, in order of first use."""
-    return list(dict.fromkeys([p.source for p in POINTS] + [a.source for a in ABLATIONS]))
-
-
 def times_for(system: str, target: float | None = None) -> list[PublishedTime]:
     return [t for t in TIMES if t.system == system and (target is None or t.target == target)]
 

@@ -6,7 +6,8 @@ so that a figure about the run is computed from the run's own schedule: steps pe
 and drops the last incomplete batch), total and warm-up steps, the evaluation cadence, the
 learning rate, the side of each step (ColOut, then progressive resizing: the pinned side, and
 the side the tensor has after Composer's scale-factor resize) and which steps are two-pass
-SAM steps. What a run trains with is step.py's `RecipeStep`.
+SAM steps. What a run trains with is step.py's `RecipeStep`; what changes from one step to
+the next reaches it as one `StepPlan`, the record `RunPlan.at` makes for each step.
 """
 from __future__ import annotations
 
@@ -18,6 +19,15 @@ from .data.sharding import refuse_fewer_than_one_batch, steps_per_epoch
 from .methods.colout import kept_size
 from .methods.progressive_resize import output_side, side_at
 from .methods.schedule import lr_at
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """What the RunPlan schedules for one step, and all the step is told of it: every value
+    that changes during a run. A method scheduled over the run adds a field here, filled in
+    `RunPlan.at` by its module's schedule function and read in `RecipeStep.train_on`."""
+    lr: float
+    side: int       # the pinned training side (RunPlan.side)
 
 
 @dataclass(frozen=True)
@@ -46,6 +56,10 @@ class RunPlan:
     @property
     def global_batch(self) -> int:
         return self.config.batch_per_device * self.world_size
+
+    def at(self, step: int) -> StepPlan:
+        """What the 0-based `step` trains with, where the run changes it."""
+        return StepPlan(lr=self.lr(step), side=self.side(step))
 
     def lr(self, step: int) -> float:
         """Learning rate of the 0-based `step`: linear warm-up, then cosine to

@@ -11,7 +11,8 @@ ColOut, resizing and MixUp is Hot's `algorithms` order in Composer v0.8.0 (ColOu
 progressive resizing at AFTER_DATALOADER, once per step; MixUp at BEFORE_FORWARD, which
 SAM's closure runs again, so each of its two passes mixes the un-mixed batch with a draw of
 its own); label smoothing acts on the batch's own labels before MixUp mixes the targets
-(methods/mixup.py).
+(methods/mixup.py). The loop calls `train_on` with the step's `StepPlan` (run_plan.py): the
+values the run changes from step to step (learning rate, side, a scheduled method's value).
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ from .methods.progressive_resize import resize_batch
 from .methods.sam import SAM, sync_context, update
 from .methods.sgdw import DecoupledSGDW
 from .methods.stochastic_depth import apply_stochastic_depth
+from .run_plan import StepPlan
 
 
 def autocast_dtype(config: Config) -> torch.dtype | None:
@@ -121,6 +123,12 @@ class RecipeStep:
         return optimizer_step(self.net, self.optimizer, self.scaler, self.autocast, self.loss_fn,
                               x, labels, config.label_smoothing,
                               before_forward=self.mixup if config.mixup_alpha else None)
+
+    def train_on(self, images: torch.Tensor, labels: torch.Tensor, at: StepPlan) -> torch.Tensor:
+        """The loop's step: one batch trained with what the RunPlan scheduled for this step,
+        each value set before it (as Composer's Event.BATCH_START), at the side `at.side`."""
+        self.set_lr(at.lr)
+        return self(images, labels, at.side)
 
     def mixup(self, images: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, Callable]:
         """One MixUp draw (coefficient, then permutation, as Composer's MixUp.apply) on the

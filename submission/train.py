@@ -134,13 +134,12 @@ def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed:
         log.epoch_start(epoch)
         for images, labels in ffcv_loaders.one_epoch(train_loader):
             STOP.check()
-            lr, side = plan.lr(step), plan.side(step)
-            step_fn.set_lr(lr)
-            with out_of_memory.At("training", side, config.batch_per_device, step + 1):
-                loss = step_fn(images, labels, side)
+            scheduled = plan.at(step)
+            with out_of_memory.At("training", scheduled.side, config.batch_per_device, step + 1):
+                loss = step_fn.train_on(images, labels, scheduled)
             step += 1
             step_fn.update_average(step)
-            report.step(step, loss, lr, side)
+            report.step(step, loss, scheduled.lr, scheduled.side)
 
             evaluated = plan.evaluates_after(step)
             if evaluated:

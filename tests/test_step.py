@@ -11,7 +11,7 @@ from submission import projection
 from submission.config import ConfigError, resolve
 from submission.bench_profile import parse as read_profile
 from submission.show_settings import describe_settings
-from submission.run_plan import RunPlan
+from submission.run_plan import RunPlan, StepPlan
 from submission.step import build_step
 
 CPU = torch.device("cpu")
@@ -72,6 +72,8 @@ def test_the_plan_evaluates_on_its_cadence_and_at_the_end():
     assert plan.last_regular_evaluation() == 9 * 1_875
     assert plan.lr(0) == 0 and plan.lr(5_000) == pytest.approx(config.peak_lr)
     assert plan.sides()[0] == 88 and plan.side(plan.total_steps - 1) == 176
+    assert plan.at(0) == StepPlan(lr=0.0, side=88)
+    assert plan.at(plan.total_steps - 1) == StepPlan(lr=plan.lr(plan.total_steps - 1), side=176)
 
 
 def test_settings_print_the_plan_of_the_published_run():
@@ -80,7 +82,7 @@ def test_settings_print_the_plan_of_the_published_run():
             "(every 1,875 steps)") in text
 
 
-def test_the_recipe_step_trains_at_the_side_it_is_given_and_averages_on_its_cadence():
+def test_the_recipe_step_trains_with_its_step_plan_and_averages_on_its_cadence():
     config = resolve("cpu", {})
     torch.manual_seed(0)
     step = build_step(config, 10, CPU)
@@ -92,9 +94,9 @@ def test_the_recipe_step_trains_at_the_side_it_is_given_and_averages_on_its_cade
     labels = torch.randint(0, 10, (4,))
     before = step.model.fc.weight.detach().clone()
     averaged = step.ema.model.fc.weight.detach().clone()
-    step.set_lr(0.1)
-    loss = step(images, labels, 16)
+    loss = step.train_on(images, labels, StepPlan(lr=0.1, side=16))
     assert seen == [16] and torch.isfinite(loss)
+    assert [group["lr"] for group in step.optimizer.param_groups] == [0.1]
     assert not torch.equal(step.model.fc.weight, before)         # the weights moved
     step.update_average(1)                                       # not on the cadence: unchanged
     assert torch.equal(step.ema.model.fc.weight, averaged)

@@ -49,8 +49,9 @@ import torch
 import torchvision
 
 from .. import distributed, energy, methods
-from ..bench_profile import (Augmentation, BenchProfile, FedStep, Loader, LoaderBeside, LoaderProbe, LoaderSetup,
-                             LoopOverhead, Measured, Power, SetupExtra, SideStep, recorded_settings)
+from ..bench_profile import (LOADER_NAMES, Augmentation, BenchProfile, FedStep, Loader, LoaderBeside, LoaderProbe,
+                             LoaderSetup, LoopOverhead, Measured, Power, SetupExtra, SideStep,
+                             recorded_settings)
 from ..data import ffcv_loaders, ffcv_threads
 from ..data.prepare import cache_folder, prepare
 from ..data.pillow_build import pillow_build
@@ -396,9 +397,6 @@ def _power(config, step, full, device) -> dict:
     say(f"\n  power while training at {config.train_resolution} px: {used.watts:.0f} W, idle "
         f"{idle.watts or 0:.0f} W ({figures['joules_per_image']:.3g} J per image; {used.source})")
     return figures
-
-
-LOADER_NAMES = {"ffcv": "FFCV", "torchvision": "torchvision", "device": "device"}
 
 
 def beside(config) -> str:

@@ -19,10 +19,9 @@ Evaluation is therefore deterministic but not the plain block unless the rate is
   (`bool(torch.bernoulli(...))`), a graph break under torch.compile, and DDP must then
   find unused parameters.
 
-drop_warmup: Composer ramps the overall rate linearly from 0 over the first
-`drop_warmup` fraction of training (Event.BATCH_START), but refuses a non-zero warmup
-with "sample". The Hot recipe sets `drop_warmup: 0.0dur`, i.e. none; `drop_rate_at`
-gives the ramp for completeness.
+drop_warmup: Composer can ramp the overall rate linearly from 0 over the first
+`drop_warmup` fraction of training, but refuses a non-zero warmup with "sample". The Hot
+recipe sets `drop_warmup: 0.0dur`, i.e. none, so the rates here are fixed for the run.
 
 `apply_stochastic_depth` swaps each Bottleneck for a StochasticBottleneck that holds the
 same submodules under the same names, so parameter and state-dict names are unchanged.
@@ -110,21 +109,3 @@ def apply_stochastic_depth(model: nn.Module, drop_rate: float = 0.1, method: str
                                                                      distribution)):
         setattr(parent, name, StochasticBottleneck(block, rate, method))
     return model
-
-
-def set_drop_rate(model: nn.Module, drop_rate: float, distribution: str = "linear") -> None:
-    """Give the model's stochastic blocks the rates of an overall `drop_rate`."""
-    blocks = _bottlenecks(model, StochasticBottleneck)
-    for (_, _, block), rate in zip(blocks, block_drop_rates(len(blocks), drop_rate, distribution)):
-        block.drop_rate = rate
-
-
-def drop_rate_at(elapsed_fraction: float, drop_rate: float, warmup_fraction: float,
-                 method: str = "sample") -> float:
-    """Overall drop rate after `elapsed_fraction` of training with Composer's linear
-    drop_warmup (0: the full rate from the start)."""
-    if warmup_fraction and method == "sample":
-        raise ValueError('drop_warmup can not be used with the "sample" method (as Composer)')
-    if warmup_fraction and elapsed_fraction < warmup_fraction:
-        return drop_rate * elapsed_fraction / warmup_fraction
-    return drop_rate

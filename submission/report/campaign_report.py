@@ -10,14 +10,13 @@ campaign.json, progress records (`progress/run_<i>.jsonl`) or bench profile.
 from __future__ import annotations
 
 import datetime
-import json
 from pathlib import Path
 
-from .. import comparison, score
+from .. import bench_profile, comparison, score
 from ..results import Summary, read_campaign, result_files
 from . import plots, steadiness
 
-PROFILE_GLOB = "profile*.json"   # bench profiles (`python -m submission.bench ... json=FILE`) kept here
+PROFILE_GLOB = "profile*.json"   # bench profiles (`python -m submission bench ... json=FILE`) kept here
 
 
 def sibling_summaries(system_dir: Path, price: float | None) -> list[Summary]:
@@ -38,32 +37,27 @@ def _body(markdown: str) -> list[str]:
 def _bench_section(system_dir: Path) -> list[str]:
     profiles = sorted(Path(system_dir).glob(PROFILE_GLOB))
     if not profiles:
-        return [f"No bench profile in this folder. `python -m submission.bench system=NAME "
+        return [f"No bench profile in this folder. `python -m submission bench system=NAME "
                 f"json={Path(system_dir) / 'profile.json'}` measures one; `python -m submission "
                 "project system=NAME profile=FILE` projects a run from it."]
     lines = []
     for path in profiles:
         try:
-            profile = json.loads(path.read_text())
-            measured, settings = profile["measured"], profile["settings"]
-            steps = profile["train_step"]
-        except (OSError, json.JSONDecodeError, KeyError, TypeError) as exc:
-            lines += [f"{path.name}: not a readable bench profile ({type(exc).__name__}: {exc})", ""]
+            profile = bench_profile.read(path)
+        except bench_profile.ProfileError as exc:
+            lines += [f"{path.name}: not a readable bench profile ({exc})", ""]
             continue
-        lines += [f"`{path.name}`: measured {measured.get('date', '?')} on {measured.get('host', '?')}, "
-                  f"device {measured.get('device_name', '?')}, torch {measured.get('torch', '?')}; "
+        measured, settings, loader = profile.measured, profile.settings, profile.loader
+        lines += [f"`{path.name}`: measured {measured.date or '?'} on {measured.host or '?'}, "
+                  f"device {measured.device_name or '?'}, torch {measured.torch or '?'}; "
                   f"batch {settings.get('batch_per_device')} per process, precision "
                   f"{settings.get('precision')}, {settings.get('workers_per_device')} loader threads.", "",
                   "| what (per process) | img/s |", "|---|---|"]
-        lines += [f"| training step at {side} px (synthetic batches) | {fig['img_per_s']:,.1f} |"
-                  for side, fig in sorted(steps.items(), key=lambda kv: int(kv[0]))]
-        lines.append(f"| evaluation at {settings.get('eval_resolution')} px | {profile['eval_img_per_s']:,.1f} |")
-        loader = profile.get("loader") or {}
-        if loader:
-            name = {"ffcv": "FFCV"}.get(loader.get("kind", "ffcv"), loader.get("kind"))
-            lines.append(f"| {name} train loader alone, {loader.get('threads')} threads | "
-                         f"{loader.get('img_per_s', 0):,.1f} |")
-        lines.append("")
+        lines += [f"| training step at {side} px (synthetic batches) | {step.img_per_s:,.1f} |"
+                  for side, step in sorted(profile.train_step.items())]
+        lines.append(f"| evaluation at {settings.get('eval_resolution')} px | {profile.eval_img_per_s:,.1f} |")
+        lines += [f"| {bench_profile.LOADER_NAMES[loader.kind]} train loader alone, {loader.threads} threads | "
+                  f"{loader.img_per_s:,.1f} |", ""]
     return lines
 
 

@@ -45,8 +45,6 @@ def test_linear_drop_rates_over_resnet50_and_names_unchanged():
     assert [b.drop_rate for b in blocks] == pytest.approx([0.1 * (i + 1) / 16 for i in range(16)])
     assert model.layer4[2].drop_rate == pytest.approx(0.1)
     assert list(model.state_dict()) == keys
-    stochastic_depth.set_drop_rate(model, 0.05)
-    assert model.layer4[2].drop_rate == pytest.approx(0.05)
     assert stochastic_depth.block_drop_rates(4, 0.2, "uniform") == [0.2] * 4
 
 
@@ -105,11 +103,3 @@ def test_block_method_drops_the_whole_branch_for_the_whole_batch():
                 assert torch.allclose(out, dropped, atol=1e-5)
                 outcomes.append(0)
     assert sum(outcomes) / len(outcomes) == pytest.approx(0.75, abs=0.08)
-
-
-def test_drop_warmup_ramps_linearly_and_is_refused_with_the_sample_method():
-    assert stochastic_depth.drop_rate_at(0.05, 0.1, 0.1, "block") == pytest.approx(0.05)
-    assert stochastic_depth.drop_rate_at(0.5, 0.1, 0.1, "block") == pytest.approx(0.1)
-    assert stochastic_depth.drop_rate_at(0.0, 0.1, 0.0, "sample") == pytest.approx(0.1)
-    with pytest.raises(ValueError):
-        stochastic_depth.drop_rate_at(0.0, 0.1, 0.1, "sample")

@@ -136,21 +136,30 @@ def test_printed_progress_lines_alone_are_not_read(tmp_path, capsys):
     assert "`progress/run_3.jsonl`: this run has only" in line and "run_0" not in line
 
 
-def test_bench_profile_is_shown(tmp_path):
-    folder = _foreign(tmp_path)
-    (folder / "profile.json").write_text(json.dumps({
+def _profile(loader_kind: str) -> dict:
+    return {
         "schema": 2, "measured": {"date": "2026-11-22", "host": "h", "device": "cpu",
                                   "device_name": "d", "torch": "t"},
-        "settings": {"batch_per_device": 64, "precision": "fp32", "workers_per_device": 2,
-                     "eval_resolution": 32},
+        "settings": {"sam_interval": 0, "batch_per_device": 64, "precision": "fp32",
+                     "workers_per_device": 2, "eval_resolution": 32},
         "train_step": {"32": {"img_per_s": 91.25, "first_step_s": 1.0},
                        "16": {"img_per_s": 140.5, "first_step_s": 1.0}},
-        "eval_img_per_s": 230.0, "loader": {"kind": "ffcv", "img_per_s": 70000.0, "threads": 2, "resolution": 32},
-        "fed_step_by_side": {}}))
+        "eval_img_per_s": 230.0, "loader": {"kind": loader_kind, "img_per_s": 70000.0, "threads": 2,
+                                            "resolution": 32},
+        "fed_step_by_side": {}}
+
+
+def test_bench_profile_is_shown_with_the_loader_it_measured(tmp_path):
+    folder = _foreign(tmp_path)
+    (folder / "profile.json").write_text(json.dumps(_profile("ffcv")))
+    (folder / "profile-torchvision.json").write_text(json.dumps(_profile("torchvision")))
+    (folder / "profile-broken.json").write_text(json.dumps({**_profile("ffcv"), "eval_img_per_s": -1}))
     text, _ = campaign_report.build_report(folder)
     assert "| training step at 16 px (synthetic batches) | 140.5 |" in text
     assert text.index("at 16 px") < text.index("at 32 px")
     assert "| FFCV train loader alone, 2 threads | 70,000.0 |" in text
+    assert "| torchvision train loader alone, 2 threads | 70,000.0 |" in text
+    assert re.search(r"profile-broken.json: not a readable bench profile \(.*eval_img_per_s is -1", text)
 
 
 def test_report_of_a_folder_without_logs_is_refused(tmp_path, capsys):
