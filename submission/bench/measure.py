@@ -43,6 +43,7 @@ from __future__ import annotations
 import datetime
 import platform
 import time
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -200,7 +201,8 @@ def _loader_setup_rows(config, data) -> dict:
             f"  {'':<54}{'no warm-up':>9}  {'after warm-up':>13}",
             f"  {'first training batch':<54}{cold['train_first_batch_s']:7.2f} s  {warm['train_first_batch_s']:9.2f} s",
             f"  {'  of which: both loaders built':<54}{cold['build_s']:7.2f} s  {warm['build_s']:9.2f} s",
-            f"  {'            training epoch started (buffers)':<54}{cold['epoch_start_s']:7.2f} s  {warm['epoch_start_s']:9.2f} s",
+            f"  {'            training epoch started (buffers)':<54}{cold['epoch_start_s']:7.2f} s"
+            f"  {warm['epoch_start_s']:9.2f} s",
             f"  {'first evaluation pass':<54}{cold['val_first_pass_s']:7.2f} s  {warm['val_first_pass_s']:9.2f} s",
             f"  {'loader warm-up on the synthetic files, before run_start':<54}{'':>9}  {warm['warm_up_s']:9.2f} s"):
         say(line)
@@ -235,9 +237,9 @@ def _side_rows(config, step, plan, device, steps: int, only: tuple[int, ...] | N
     sizes = {}
     for side in sorted(set(only)) if only else plan.sides():
         synthetic = synthetic_batch(batch, side, classes, device)
-        first = first_call(lambda: step(*synthetic), device)
+        first = first_call(partial(step, *synthetic), device)
         sizes[side] = {"first_step_s": first,
-                       "img_per_s": batch / timed(lambda: step(*synthetic), steps, device, 1)}
+                       "img_per_s": batch / timed(partial(step, *synthetic), steps, device, 1)}
         if config.sam_interval:
             sizes[side].update(timed_steps=steps, sam_steps=steps // config.sam_interval)
         say(f"  {side:>5} px  {first:7.2f} s  {sizes[side]['img_per_s']:10.1f} img/s"
@@ -322,9 +324,9 @@ def _compiled_rows(config, step, plan, device, steps: int, rounds: int, smallest
     rows = {}
     for side in dict.fromkeys((config.train_resolution, smallest)):   # compute-, then launch-bound
         synthetic = synthetic_batch(config.batch_per_device, side, step.model.fc.out_features, device)
-        first = first_call(lambda: compiled_step(*synthetic), device)
-        pair = in_turns({"compiled": lambda: compiled_step(*synthetic),
-                         "eager": lambda: step(*synthetic)}, config.batch_per_device, steps, rounds, device)
+        first = first_call(partial(compiled_step, *synthetic), device)
+        pair = in_turns({"compiled": partial(compiled_step, *synthetic),
+                         "eager": partial(step, *synthetic)}, config.batch_per_device, steps, rounds, device)
         rows[side] = {"first_step_s": first, "img_per_s": pair["compiled"], "eager_img_per_s": pair["eager"]}
         say(f"  {side:>5} px  first call {first:6.1f} s  {pair['compiled']:10.1f} img/s"
             f"  {pair['compiled'] / pair['eager']:5.2f}x eager")
@@ -347,8 +349,8 @@ def _side_changes(config, compiled_step, rows: dict, device, steps: int) -> dict
     say(f"  side changes of the compiled step (the first {SIDE_CHANGE_STEPS} steps at the new side "
         "against its steady rate):")
     for old, new in ((sides[0], sides[1]), (sides[1], sides[0])):
-        timed(lambda: compiled_step(*batches[old]), steps, device, warmup=1)
-        firsts = [first_call(lambda: compiled_step(*batches[new]), device) for _ in range(SIDE_CHANGE_STEPS)]
+        timed(partial(compiled_step, *batches[old]), steps, device, warmup=1)
+        firsts = [first_call(partial(compiled_step, *batches[new]), device) for _ in range(SIDE_CHANGE_STEPS)]
         steady = batch / rows[new]["img_per_s"]
         lost = max(0.0, sum(firsts) - SIDE_CHANGE_STEPS * steady)
         changes[f"{old}->{new}"] = {"lost_s": lost, "first_steps_s": firsts, "steady_step_s": steady}
@@ -462,10 +464,10 @@ def _one_loader(config, step, data, device, steps: int, rounds: int, full, base:
             # warm-up takes the epoch's start and the batches the loader makes ahead
             stream = ffcv_loaders.cycle(train_loader)
             ahead = getattr(train_loader, "batches_ahead", 2 * config.workers_per_device)
-            fed.append(batch / timed(lambda: step(*next(stream), side), steps, device,
+            fed.append(batch / timed(lambda: step(*next(stream), side), steps, device,  # noqa: B023 - timed here
                                      warmup=ahead + 2))
             stream.close()
-            synthetic.append(batch / timed(lambda: step(*full, side), steps, device))
+            synthetic.append(batch / timed(partial(step, *full, side), steps, device))
         v = found["fed"][side] = {"fed_img_per_s": max(fed), "synthetic_img_per_s": max(synthetic)}
         if side == config.train_resolution:
             say(_row(f"step fed by the {name} loader", v["fed_img_per_s"], base, v["synthetic_img_per_s"]))
@@ -536,8 +538,8 @@ def augmentation_cost(config, data, images: int = AUGMENTATION_IMAGES) -> dict:
     augment = augmentation_of(config)
     augmentation = next((m.named(config) for m in methods.ALL if m.on(config)
                          and m.setting in ("randaugment_depth", "trivialaugment")), "no augmentation")
-    transforms = list(getattr(torchvision_loader.image_transform(
-        config.train_resolution, config.crop_scale_min, augment), "transforms"))
+    transforms = list(torchvision_loader.image_transform(
+        config.train_resolution, config.crop_scale_min, augment).transforms)
     at = next((i for i, t in enumerate(transforms) if augment is not None and t is augment), None)
     if at is None:   # no RandAugment, or wrapped: by name; else everything but the last is the crop
         at = next((i for i, t in enumerate(transforms) if "randaug" in type(t).__name__.lower()), None)

@@ -20,10 +20,10 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from ..progress import read_progress, windows  # noqa: E402
-from ..results import RULESET, Summary, read_campaign, result_files, run_progress  # noqa: E402
+from ..progress import read_progress, windows
+from ..results import RULESET, Summary, read_campaign, result_files, run_progress
 
 MLPERF_RESNET_TARGET = 0.759     # MLPerf Training ResNet-50 quality target (top-1)
 

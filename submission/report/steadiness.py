@@ -159,7 +159,8 @@ def markdown(system_dir: Path) -> list[str]:
              f"first) against the median of such windows of its training side across the campaign "
              f"(target: none below {SLOW_WINDOW}x), and the first evaluation against the median of "
              f"the later ones (target: at most {SLOW_FIRST_EVAL}x).", "",
-             "| run | windows (judged) | slowest window / steady | where | first eval (s) | later evals (s) | ratio | flat |",
+             "| run | windows (judged) | slowest window / steady | where | first eval (s) | later evals (s) "
+             "| ratio | flat |",
              "|---|---|---|---|---|---|---|---|"]
     for r in runs:
         lines.append(f"| {r.run} | {r.windows} ({r.judged}) | {ratio(r.slowest_ratio)} | {r.slowest_at or '—'} | "
