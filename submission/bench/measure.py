@@ -101,9 +101,10 @@ def _loader_setup_child(config_dict: dict, data_dict: dict, warm: bool) -> dict:
     ctx = distributed.Context(0, 0, 1, device)
     figures = {"warm_up_s": 0.0}
     if warm:
-        figures["warm_up_s"] = warm_up_loaders(*run_loaders(
+        train_loader, val_loader = run_loaders(
             config, ctx, 0, data.synthetic_train_path, data.synthetic_val_path, data.synthetic_samples,
-            shard=False), log=lambda line: None)
+            shard=False)
+        figures["warm_up_s"] = warm_up_loaders(train_loader, val_loader, log=lambda line: None)
     start = time.perf_counter()
     train, val = run_loaders(config, ctx, 0, data.train_path, data.val_path, data.eval_samples,
                              shard=True)
@@ -392,6 +393,7 @@ def _power(config, step, full, device) -> dict:
     if not used.measured:
         say(f"\n  power while training: not measured: {used.not_measured}")
         return {"not_measured": used.not_measured}
+    assert used.joules is not None        # measured
     figures = {"watts": used.watts, "joules_per_image": used.joules / images, "seconds": used.seconds,
                "side": config.train_resolution, "source": used.source,
                "power_limit_watts": used.power_limit_watts, "idle_watts": idle.watts}
@@ -536,7 +538,7 @@ def augmentation_cost(config, data, images: int = AUGMENTATION_IMAGES) -> dict:
     from ..data import torchvision_loader
 
     augment = augmentation_of(config)
-    augmentation = next((m.named(config) for m in methods.ALL if m.on(config)
+    augmentation = next((m.named(config) for m in methods.ALL if m.on(config) and m.named is not None
                          and m.setting in ("randaugment_depth", "trivialaugment")), "no augmentation")
     transforms = list(torchvision_loader.image_transform(
         config.train_resolution, config.crop_scale_min, augment).transforms)
@@ -565,17 +567,18 @@ def augmentation_cost(config, data, images: int = AUGMENTATION_IMAGES) -> dict:
                 seconds[name] += now - start
     finally:
         torch.set_num_threads(threads)
-    figures = {name: value / images * 1e3 for name, value in seconds.items()}
-    figures["total"] = sum(figures.values())
-    figures.update(images=images, threads=1, resolution=config.train_resolution,
-                   source=f"{Path(str(data.train_path)).name} ({count} images)", augmentation=augmentation)
+    ms = {name: value / images * 1e3 for name, value in seconds.items()}
+    ms["total"] = sum(ms.values())
+    figures: dict[str, float | str] = {
+        **ms, "images": images, "threads": 1, "resolution": config.train_resolution,
+        "source": f"{Path(str(data.train_path)).name} ({count} images)", "augmentation": augmentation}
     say(f"\n  the torchvision loader's CPU work per image, one thread, {images} images of the run's "
         f".beton (ms per image, {pillow_build()}):")
     for name, label in (("decode", "decode (BetonImages)"), ("crop_flip", "random resized crop + flip"),
                         ("randaugment", augmentation),
                         ("to_tensor", "to tensor"), ("total", "total")):
-        say(f"  {label:<54}{figures[name]:8.3f} ms")
-    say(f"  = at most {1e3 / figures['total']:.0f} img/s per thread from the transforms alone")
+        say(f"  {label:<54}{ms[name]:8.3f} ms")
+    say(f"  = at most {1e3 / ms['total']:.0f} img/s per thread from the transforms alone")
     return figures
 
 

@@ -75,7 +75,8 @@ def loader_alone(loader, batches: int, device: torch.device, restarts: int = 3) 
     if len(loader) < 2:
         raise ConfigError(f"the loader has {len(loader)} batch(es) an epoch: timing it needs at "
                           "least 2 (more images, or a smaller batch_per_device)")
-    steady_s, steady_batches, images, starts = 0.0, 0, 0, []
+    steady_s, steady_batches, images = 0.0, 0, 0
+    starts: list[float] = []
     while steady_batches < batches or len(starts) <= restarts:
         last = time.perf_counter()         # iter() starts the epoch: its work is the start's
         epoch = iter(loader)

@@ -40,7 +40,8 @@ class Window:
 
 def windows_of(progress_file: Path) -> list[Window]:
     """The progress windows of one run, in order, from its progress records."""
-    found, evaluated, previous_side = [], False, None
+    found: list[Window] = []
+    evaluated, previous_side = False, None
     for record in read_progress(progress_file):
         if record.get("kind") == EVAL:
             evaluated = True

@@ -74,7 +74,7 @@ def project_points(grid: Grid, points: list[Point], options: dict) -> tuple[dict
     and notes on what was assumed."""
     given = options_of(options)
     curves = curve_points(points)
-    projected = {}
+    projected: dict[str, list[CurvePoint]] = {}
     for system in given.systems:
         projected[system] = []
         for curve in curves:
