@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The test command: set up this machine if needed, then run the whole test suite.
+# The test command: set up this machine if needed, then the linters and the whole test suite.
 # Extra arguments go to pytest (e.g. ./tests/run.sh -k config -x; -n 0 runs it in one process).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
