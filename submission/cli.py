@@ -13,7 +13,7 @@
   bench [system=NAME] [key=value ...] [steps=N] [rounds=R] [json=FILE] [quick=true] [compare=composer|methods] [sweep=loader]   throughput figures (a profile for project)
   qualify [minutes=M] [data_dir=DIR] [out=DIR] [key=value ...]   profile this machine for every recipe: benches, a short campaign, energy
   tradeoff [grid=NAME|FILE] [point=K] [key=value ...] [list=true|report=true] | tradeoff published   top-1 against time and money across budgets
-"""
+"""  # noqa: E501 - the usage table is printed as it stands
 from __future__ import annotations
 
 import difflib
@@ -218,7 +218,8 @@ def commands() -> str:
 
 def usage(verb: str) -> str:
     """The verb's line of this module's usage, and its options from their declaration."""
-    line = next((l for l in _usage_lines() if l.startswith(verb + " ") or l == verb), "")
+    line = next((usage_line for usage_line in _usage_lines()
+                 if usage_line.startswith(verb + " ") or usage_line == verb), "")
     return f"python -m submission {line}\n\n{help_text(verb)}"
 
 

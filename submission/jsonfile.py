@@ -61,9 +61,9 @@ def _part(hint: Any, value: Any, strict: bool) -> Any:
     if origin in (typing.Union, types.UnionType):
         kinds = [arg for arg in args if arg is not type(None)]
         return _part(kinds[0], value, strict) if len(kinds) == 1 else value
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return record_from_dict(hint, value, strict=strict)
-    if origin in (list, tuple) and args and dataclasses.is_dataclass(args[0]):
+    if origin in (list, tuple) and args and isinstance(args[0], type) and dataclasses.is_dataclass(args[0]):
         parts = [record_from_dict(args[0], item, strict=strict) for item in value]
         return tuple(parts) if origin is tuple else parts
     return value

@@ -50,7 +50,7 @@ def first_signal_only() -> None:
     module's handler by name when it starts its workers, so the one found there is used."""
     from torch.distributed.elastic.multiprocessing import api
 
-    original, seen = api._terminate_process_handler, []
+    original, seen = api._terminate_process_handler, list[int]()
 
     def handler(signum, frame):
         if not seen:

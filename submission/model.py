@@ -25,6 +25,7 @@ def initialize(model: nn.Module, conv: str, bn_gamma: str, logit_bias: str) -> N
                 nn.init.ones_(module.weight)
             nn.init.zeros_(module.bias)
     fc = model.fc
+    assert isinstance(fc, nn.Linear), fc
     if logit_bias == "log_prior":
         nn.init.constant_(fc.bias, -math.log(fc.out_features))
     else:

@@ -21,12 +21,13 @@ def is_out_of_memory(exc: BaseException) -> bool:
     """torch.OutOfMemoryError, or the CPU allocator's error, here or in what caused it
     (torch.compile wraps errors raised while it compiles)."""
     seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        if isinstance(exc, torch.OutOfMemoryError) or (
-                isinstance(exc, RuntimeError) and CPU_ALLOCATOR.search(str(exc))):
+    link: BaseException | None = exc
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        if isinstance(link, torch.OutOfMemoryError) or (
+                isinstance(link, RuntimeError) and CPU_ALLOCATOR.search(str(link))):
             return True
-        exc = exc.__cause__ or exc.__context__
+        link = link.__cause__ or link.__context__
     return False
 
 
@@ -40,10 +41,9 @@ class At:
     def __enter__(self):
         return self
 
-    def __exit__(self, kind, exc, traceback) -> bool:
+    def __exit__(self, kind, exc, traceback) -> None:
         if exc is not None and place_of(exc) is None and is_out_of_memory(exc):
             exc.out_of_memory_at = self
-        return False
 
     @property
     def evaluation(self) -> bool:

@@ -69,7 +69,7 @@ class Reporter:
         self.every_seconds = every_seconds
         self.start = time.monotonic()
         self.window_start, self.window_steps = self.start, 0
-        self.accuracy = None
+        self.accuracy: float | None = None
         self.last_step = 0
         self.file: IO[str] | None = None
         self.tracking = tracking if enabled else None

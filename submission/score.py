@@ -122,7 +122,7 @@ def olympic_score(runs: list[RunResult]) -> tuple[float | None, int]:
     """
     from mlperf_logging.result_summarizer.result_summarizer import _compute_olympic_average
 
-    scores = [r.minutes for r in runs if r.converged]
+    scores = [r.minutes for r in runs if r.converged and r.minutes is not None]
     dropped = len(runs) - len(scores)
     if dropped > MAX_DROPPED:
         return None, dropped

@@ -28,6 +28,7 @@ import copy
 import gc
 import random
 import time
+from typing import cast
 
 import numpy as np
 import torch
@@ -66,7 +67,7 @@ def leaves_no_trace(step: RecipeStep):
             for p, grad in zip(step.model.parameters(), grads):
                 p.grad = grad
         step.optimizer.load_state_dict(optimizer)
-        if scaler is not None:
+        if scaler is not None and step.scaler is not None:
             step.scaler.load_state_dict(scaler)
         step.model.train(was_training)
         random.setstate(rng[0])
@@ -208,9 +209,10 @@ def compiled(net: torch.nn.Module, cache_dir, sizes: int, cuda_graphs: bool = Fa
     if chosen is None or os.path.abspath(chosen) == os.path.abspath(default_cache_dir()):
         # torch writes its default into the variable the first time it looks it up
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir / "inductor")
+    # torch.compile of a module returns a module (OptimizedModule), typed as any callable
     if not cuda_graphs:
-        return torch.compile(net, dynamic=dynamic)
-    return StepMarked(torch.compile(net, dynamic=dynamic, mode="reduce-overhead"))
+        return cast(torch.nn.Module, torch.compile(net, dynamic=dynamic))
+    return StepMarked(cast(torch.nn.Module, torch.compile(net, dynamic=dynamic, mode="reduce-overhead")))
 
 
 class StepMarked(torch.nn.Module):

@@ -54,7 +54,7 @@ def test_compare_shows_published_figures_labelled_with_their_source(tmp_path):
     assert "[1] MosaicML, MLPerf Training v2.0 open division" in table
     # our own system comes first, in the same table
     lines = table.splitlines()
-    assert lines.index(next(l for l in lines if l.startswith("| alpha"))) < lines.index(published[0])
+    assert lines.index(next(line for line in lines if line.startswith("| alpha"))) < lines.index(published[0])
 
 
 def test_compare_leaves_out_a_system_whose_campaign_json_is_damaged_and_says_so(tmp_path):
@@ -81,4 +81,4 @@ def test_compare_shows_the_mlperf_closed_records_on_h100_and_h200_as_another_rec
     assert "Rows marked *another recipe* ran the closed division's reference ResNet-50 v1.5 at 224 px" in table
     # the table's own rows come first
     lines = table.splitlines()
-    assert lines.index(next(l for l in lines if l.startswith("| alpha"))) < lines.index(another[0])
+    assert lines.index(next(line for line in lines if line.startswith("| alpha"))) < lines.index(another[0])

@@ -38,7 +38,10 @@ def test_out_of_memory_in_the_warm_up_names_the_place_and_the_setting(tmp_path, 
     settings = quick_settings(results, cache_dir, runs=1, seeds="1", warmup="true", batch_per_device=64,
                               progressive_resize="false", train_resolution=12288)
     prepare(resolve(None, parse_overrides(settings)))     # outside the limit: FFCV's writer
-    limit = lambda: resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))  # noqa: E731
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
+
     done = subprocess.run([sys.executable, "-m", "submission", "run", *settings], cwd=REPO,
                           capture_output=True, text=True, timeout=500, preexec_fn=limit, env=child_env())
     output = done.stdout + done.stderr
@@ -68,7 +71,7 @@ def _raised_through(place: out_of_memory.At, exc: BaseException) -> BaseExceptio
     try:
         with place:
             raise exc
-    except BaseException as caught:        # noqa: BLE001 (the test looks at what came out)
+    except BaseException as caught:        # noqa: BLE001 - the test looks at what came out
         return caught
     raise AssertionError("not raised")
 

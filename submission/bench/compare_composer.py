@@ -66,7 +66,7 @@ class _Normalized(nn.Module):
 
 def require_composer() -> None:
     try:
-        import composer  # noqa: F401
+        import composer  # noqa: F401 - whether it is installed
     except ImportError as exc:
         raise ConfigError(f"compare=composer needs MosaicML Composer in this environment ({exc}); "
                           "`python -m submission.bench.compare_composer` shows how to install it") from exc

@@ -43,6 +43,7 @@ from __future__ import annotations
 import datetime
 import platform
 import time
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -101,9 +102,10 @@ def _loader_setup_child(config_dict: dict, data_dict: dict, warm: bool) -> dict:
     ctx = distributed.Context(0, 0, 1, device)
     figures = {"warm_up_s": 0.0}
     if warm:
-        figures["warm_up_s"] = warm_up_loaders(*run_loaders(
+        train_loader, val_loader = run_loaders(
             config, ctx, 0, data.synthetic_train_path, data.synthetic_val_path, data.synthetic_samples,
-            shard=False), log=lambda line: None)
+            shard=False)
+        figures["warm_up_s"] = warm_up_loaders(train_loader, val_loader, log=lambda line: None)
     start = time.perf_counter()
     train, val = run_loaders(config, ctx, 0, data.train_path, data.val_path, data.eval_samples,
                              shard=True)
@@ -201,7 +203,8 @@ def _loader_setup_rows(config, data) -> dict:
             f"  {'':<54}{'no warm-up':>9}  {'after warm-up':>13}",
             f"  {'first training batch':<54}{cold['train_first_batch_s']:7.2f} s  {warm['train_first_batch_s']:9.2f} s",
             f"  {'  of which: both loaders built':<54}{cold['build_s']:7.2f} s  {warm['build_s']:9.2f} s",
-            f"  {'            training epoch started (buffers)':<54}{cold['epoch_start_s']:7.2f} s  {warm['epoch_start_s']:9.2f} s",
+            f"  {'            training epoch started (buffers)':<54}{cold['epoch_start_s']:7.2f} s"
+            f"  {warm['epoch_start_s']:9.2f} s",
             f"  {'first evaluation pass':<54}{cold['val_first_pass_s']:7.2f} s  {warm['val_first_pass_s']:9.2f} s",
             f"  {'loader warm-up on the synthetic files, before run_start':<54}{'':>9}  {warm['warm_up_s']:9.2f} s"):
         say(line)
@@ -236,9 +239,9 @@ def _side_rows(config, step, plan, device, steps: int, only: tuple[int, ...] | N
     sizes = {}
     for side in sorted(set(only)) if only else plan.sides():
         synthetic = synthetic_batch(batch, side, classes, device)
-        first = first_call(lambda: step(*synthetic), device)
+        first = first_call(partial(step, *synthetic), device)
         sizes[side] = {"first_step_s": first,
-                       "img_per_s": batch / timed(lambda: step(*synthetic), steps, device, 1)}
+                       "img_per_s": batch / timed(partial(step, *synthetic), steps, device, 1)}
         if config.sam_interval:
             sizes[side].update(timed_steps=steps, sam_steps=steps // config.sam_interval)
         say(f"  {side:>5} px  {first:7.2f} s  {sizes[side]['img_per_s']:10.1f} img/s"
@@ -323,9 +326,9 @@ def _compiled_rows(config, step, plan, device, steps: int, rounds: int, smallest
     rows = {}
     for side in dict.fromkeys((config.train_resolution, smallest)):   # compute-, then launch-bound
         synthetic = synthetic_batch(config.batch_per_device, side, step.model.fc.out_features, device)
-        first = first_call(lambda: compiled_step(*synthetic), device)
-        pair = in_turns({"compiled": lambda: compiled_step(*synthetic),
-                         "eager": lambda: step(*synthetic)}, config.batch_per_device, steps, rounds, device)
+        first = first_call(partial(compiled_step, *synthetic), device)
+        pair = in_turns({"compiled": partial(compiled_step, *synthetic),
+                         "eager": partial(step, *synthetic)}, config.batch_per_device, steps, rounds, device)
         rows[side] = {"first_step_s": first, "img_per_s": pair["compiled"], "eager_img_per_s": pair["eager"]}
         say(f"  {side:>5} px  first call {first:6.1f} s  {pair['compiled']:10.1f} img/s"
             f"  {pair['compiled'] / pair['eager']:5.2f}x eager")
@@ -348,8 +351,8 @@ def _side_changes(config, compiled_step, rows: dict, device, steps: int) -> dict
     say(f"  side changes of the compiled step (the first {SIDE_CHANGE_STEPS} steps at the new side "
         "against its steady rate):")
     for old, new in ((sides[0], sides[1]), (sides[1], sides[0])):
-        timed(lambda: compiled_step(*batches[old]), steps, device, warmup=1)
-        firsts = [first_call(lambda: compiled_step(*batches[new]), device) for _ in range(SIDE_CHANGE_STEPS)]
+        timed(partial(compiled_step, *batches[old]), steps, device, warmup=1)
+        firsts = [first_call(partial(compiled_step, *batches[new]), device) for _ in range(SIDE_CHANGE_STEPS)]
         steady = batch / rows[new]["img_per_s"]
         lost = max(0.0, sum(firsts) - SIDE_CHANGE_STEPS * steady)
         changes[f"{old}->{new}"] = {"lost_s": lost, "first_steps_s": firsts, "steady_step_s": steady}
@@ -391,6 +394,7 @@ def _power(config, step, full, device) -> dict:
     if not used.measured:
         say(f"\n  power while training: not measured: {used.not_measured}")
         return {"not_measured": used.not_measured}
+    assert used.joules is not None        # measured
     figures = {"watts": used.watts, "joules_per_image": used.joules / images, "seconds": used.seconds,
                "side": config.train_resolution, "source": used.source,
                "power_limit_watts": used.power_limit_watts, "idle_watts": idle.watts}
@@ -460,10 +464,10 @@ def _one_loader(config, step, data, device, steps: int, rounds: int, full, base:
             # warm-up takes the epoch's start and the batches the loader makes ahead
             stream = ffcv_loaders.cycle(train_loader)
             ahead = getattr(train_loader, "batches_ahead", 2 * config.workers_per_device)
-            fed.append(batch / timed(lambda: step(*next(stream), side), steps, device,
+            fed.append(batch / timed(lambda: step(*next(stream), side), steps, device,  # noqa: B023 - timed here
                                      warmup=ahead + 2))
             stream.close()
-            synthetic.append(batch / timed(lambda: step(*full, side), steps, device))
+            synthetic.append(batch / timed(partial(step, *full, side), steps, device))
         v = found["fed"][side] = {"fed_img_per_s": max(fed), "synthetic_img_per_s": max(synthetic)}
         if side == config.train_resolution:
             say(_row(f"step fed by the {name} loader", v["fed_img_per_s"], base, v["synthetic_img_per_s"]))
@@ -532,10 +536,10 @@ def augmentation_cost(config, data, images: int = AUGMENTATION_IMAGES) -> dict:
     from ..data import torchvision_loader
 
     augment = augmentation_of(config)
-    augmentation = next((m.named(config) for m in methods.ALL if m.on(config)
+    augmentation = next((m.named(config) for m in methods.ALL if m.on(config) and m.named is not None
                          and m.setting in ("randaugment_depth", "trivialaugment")), "no augmentation")
-    transforms = list(getattr(torchvision_loader.image_transform(
-        config.train_resolution, config.crop_scale_min, augment), "transforms"))
+    transforms = list(torchvision_loader.image_transform(
+        config.train_resolution, config.crop_scale_min, augment).transforms)
     at = next((i for i, t in enumerate(transforms) if augment is not None and t is augment), None)
     if at is None:   # no RandAugment, or wrapped: by name; else everything but the last is the crop
         at = next((i for i, t in enumerate(transforms) if "randaug" in type(t).__name__.lower()), None)
@@ -561,17 +565,18 @@ def augmentation_cost(config, data, images: int = AUGMENTATION_IMAGES) -> dict:
                 seconds[name] += now - start
     finally:
         torch.set_num_threads(threads)
-    figures = {name: value / images * 1e3 for name, value in seconds.items()}
-    figures["total"] = sum(figures.values())
-    figures.update(images=images, threads=1, resolution=config.train_resolution,
-                   source=f"{Path(str(data.train_path)).name} ({count} images)", augmentation=augmentation)
+    ms = {name: value / images * 1e3 for name, value in seconds.items()}
+    ms["total"] = sum(ms.values())
+    figures: dict[str, float | str] = {
+        **ms, "images": images, "threads": 1, "resolution": config.train_resolution,
+        "source": f"{Path(str(data.train_path)).name} ({count} images)", "augmentation": augmentation}
     say(f"\n  the torchvision loader's CPU work per image, one thread, {images} images of the run's "
         f".beton (ms per image, {pillow_build()}):")
     for name, label in (("decode", "decode (BetonImages)"), ("crop_flip", "random resized crop + flip"),
                         ("randaugment", augmentation),
                         ("to_tensor", "to tensor"), ("total", "total")):
-        say(f"  {label:<54}{figures[name]:8.3f} ms")
-    say(f"  = at most {1e3 / figures['total']:.0f} img/s per thread from the transforms alone")
+        say(f"  {label:<54}{ms[name]:8.3f} ms")
+    say(f"  = at most {1e3 / ms['total']:.0f} img/s per thread from the transforms alone")
     return figures
 
 

@@ -65,16 +65,18 @@ def finish(epoch) -> None:
 
 
 def loader_alone(loader, batches: int, device: torch.device, restarts: int = 3) -> tuple[float, float | None]:
-    """The train loader alone (FFCV's, torchvision's, the device loader's): its steady img/s inside an epoch, and the seconds an epoch's
-    start adds over a steady batch (FFCV starts its threads and fills its pipeline again;
-    a run pays it once an epoch). Each epoch's first batch is left out of the steady rate,
-    so a small data set, whose epochs are a few batches long, is measured as a large
-    one's; then `restarts` fresh epochs time their first batch. The very first epoch's
-    first batch (compiling, allocating) counts for neither."""
+    """The train loader alone (FFCV's, torchvision's, the device loader's): its steady img/s
+    inside an epoch, and the seconds an epoch's start adds over a steady batch (FFCV starts
+    its threads and fills its pipeline again; a run pays it once an epoch). Each epoch's
+    first batch is left out of the steady rate, so a small data set, whose epochs are a few
+    batches long, is measured as a large one's; then `restarts` fresh epochs time their
+    first batch. The very first epoch's first batch (compiling, allocating) counts for
+    neither."""
     if len(loader) < 2:
         raise ConfigError(f"the loader has {len(loader)} batch(es) an epoch: timing it needs at "
                           "least 2 (more images, or a smaller batch_per_device)")
-    steady_s, steady_batches, images, starts = 0.0, 0, 0, []
+    steady_s, steady_batches, images = 0.0, 0, 0
+    starts: list[float] = []
     while steady_batches < batches or len(starts) <= restarts:
         last = time.perf_counter()         # iter() starts the epoch: its work is the start's
         epoch = iter(loader)

@@ -75,7 +75,7 @@ class DecodeFailureRecorder:
     def __getitem__(self, index: int) -> tuple[np.ndarray, int]:
         try:
             return self.split[index]
-        except Exception as exc:  # PIL raises many types for broken files
+        except Exception as exc:  # noqa: BLE001 - PIL raises many types for broken files
             (self.folder / str(index)).write_text(f"{type(exc).__name__}: {exc}")
             return self.PLACEHOLDER, self.split.samples[index][1]
 

@@ -66,5 +66,5 @@ def install() -> None:
             dispatcher = _compiled[key] = ffcv_compile(cls, code, signature)
         return dispatcher
 
-    compile_once._shared_across_loaders = True
+    compile_once._shared_across_loaders = True  # type: ignore[attr-defined]  # a mark: installed
     Compiler.compile = classmethod(compile_once)

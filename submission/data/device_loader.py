@@ -157,8 +157,9 @@ class DeviceLoader:
         if self.world_size == 1:
             return np.random.default_rng(self.seed + epoch).permutation(count)
         from torch.utils.data import DistributedSampler
-        sampler = DistributedSampler(range(count), num_replicas=self.world_size, rank=self.rank,
-                                     shuffle=True, seed=self.seed, drop_last=False)
+        sampler: DistributedSampler = DistributedSampler(
+            range(count),       # type: ignore[arg-type]  # it takes only the len() of a data set
+            num_replicas=self.world_size, rank=self.rank, shuffle=True, seed=self.seed, drop_last=False)
         sampler.set_epoch(epoch)
         return np.fromiter(sampler, np.int64)
 
@@ -195,12 +196,14 @@ class DeviceLoader:
         pin = self.device.type == "cuda"
         raw = (torch.empty((len(raw_rows), int(heights[raw_rows].max()), int(widths[raw_rows].max()), 3),
                            dtype=torch.uint8, pin_memory=pin) if len(raw_rows) else None)
-        canvas, jpegs = (raw.numpy() if raw is not None else None), [None] * len(jpeg_rows)
+        canvas = raw.numpy() if raw is not None else None
+        jpegs: list[torch.Tensor | None] = [None] * len(jpeg_rows)
 
         def gather(part: range) -> None:      # raw images first, then the JPEGs
             for k in part:
                 if k < len(raw_rows):
                     pixels = samples.pixels(indices[raw_rows[k]])
+                    assert canvas is not None      # there are raw rows
                     canvas[k, :pixels.shape[0], :pixels.shape[1]] = pixels
                 else:
                     j = k - len(raw_rows)
@@ -232,6 +235,7 @@ class DeviceLoader:
             self._resize_into(out, host.jpeg_rows, canvas, taps)
         images = out.round_().clamp_(0, 255).to(torch.uint8).permute(0, 3, 1, 2)   # channels last
         if host.augment is not None:
+            assert self.augment is not None       # which drew host.augment
             images = self.augment.apply(images, host.augment)
         return (images.contiguous(memory_format=torch.channels_last),
                 host.labels.to(device, non_blocking=cuda))
@@ -307,7 +311,7 @@ class _Ahead:
                         made = loader.on_device(host)
                         event = torch.cuda.Event()
                         event.record(self.stream)
-                        item = ("batch", made, event)
+                        item: tuple[str, object, torch.cuda.Event | None] = ("batch", made, event)
                     else:
                         item = ("host", host, None)
                     if not self._put(item):

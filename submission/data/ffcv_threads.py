@@ -36,5 +36,5 @@ def install() -> None:
         cls.num_threads = n if n >= 1 else cpu_count()      # as FFCV's
         numba.set_num_threads(cls.num_threads)
 
-    numba_threads_only._leaves_torch_alone = True
+    numba_threads_only._leaves_torch_alone = True  # type: ignore[attr-defined]  # a mark: installed
     Compiler.set_num_threads = classmethod(numba_threads_only)

@@ -33,7 +33,7 @@ def _check_image(path: Path) -> tuple[str | None, int, int]:
         image = sources.load_rgb(path)
         if image.ndim != 3 or min(image.shape[:2]) < 1:
             return f"decoded to shape {image.shape}", 0, 0
-    except Exception as exc:  # PIL raises many types for broken files
+    except Exception as exc:  # noqa: BLE001 - PIL raises many types for broken files
         return f"{type(exc).__name__}: {exc}", 0, 0
     return None, int(image.shape[0]), int(image.shape[1])
 
@@ -80,7 +80,7 @@ def check_images(split: sources.FolderSplit, workers: int, manifest: Path,
     if todo:
         progress = ProgressMeter(f"checking {sources.display(split.root)}", len(todo))
         with ProcessPoolExecutor(max_workers=workers) as pool:
-            for (path, key, stat), (problem, height, width) in zip(
+            for (_, key, stat), (problem, height, width) in zip(
                     todo, pool.map(_check_image, [p for p, _, _ in todo], chunksize=64)):
                 verdicts[key] = [stat.st_size, stat.st_mtime_ns, problem, height, width]
                 progress.advance()

@@ -46,6 +46,8 @@ def cache_folder(config: Config) -> Path:
 def _source_splits(config: Config) -> tuple:
     """(train, val, the cache subfolder's name) of the configured source, subset; nothing
     is written."""
+    train: sources.ArraySplit | sources.FolderSplit
+    val: sources.ArraySplit | sources.FolderSplit
     if config.dataset == "fashion-mnist":
         train, val = sources.load_fashion_mnist(config.data_dir)
         name = "fashion-mnist"

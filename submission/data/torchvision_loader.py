@@ -137,7 +137,7 @@ class TrainLoader:
     def __init__(self, dataset: Dataset, batch_size: int, workers: int, seed: int,
                  device: torch.device, rank: int, world_size: int):
         self.device, self.epoch = device, 0
-        self.sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank,
+        self.sampler: DistributedSampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank,
                                           shuffle=True, seed=seed, drop_last=False)
         # The workers' generators (torch, random, numpy: torch seeds all three in each worker
         # from a base seed drawn from `generator`) come from the seed and the rank: each

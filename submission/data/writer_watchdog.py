@@ -18,7 +18,7 @@ import psutil
 class _Watch:
     """What the watchdog shares between the main thread and its watcher thread."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.me, self.parent = psutil.Process(), os.getpid()
         self.existing = {child.pid for child in self.me.children()}
         self.deaths: list[str] = []

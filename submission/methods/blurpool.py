@@ -41,6 +41,8 @@ class BlurConv2d(nn.Module):
             self.blur_stride, conv.stride = conv.stride[0], (1, 1)
         self.register_buffer("kernel", blur_kernel(conv.in_channels), persistent=False)
 
+    kernel: torch.Tensor    # a buffer (register_buffer)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.conv(blur(x, self.kernel, stride=self.blur_stride))
 
@@ -54,6 +56,8 @@ class BlurMaxPool2d(nn.Module):
         self.kernel_size, self.padding = pool.kernel_size, pool.padding
         self.stride = pool.stride if isinstance(pool.stride, int) else pool.stride[0]
         self.register_buffer("kernel", blur_kernel(1), persistent=False)
+
+    kernel: torch.Tensor    # a buffer (register_buffer)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = F.max_pool2d(x, self.kernel_size, stride=1, padding=self.padding)

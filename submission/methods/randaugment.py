@@ -83,11 +83,11 @@ class Operation:
     applies drawn from the severity as Composer draws it, and that value applied to a PIL
     image (the reference). Called as Composer calls its operations: op(image, severity)."""
     kind: str
-    draw: Callable          # (severity, random, size) -> value(s); None: no value
+    draw: Callable | None   # (severity, random, size) -> value(s); None: no value
     apply: Callable         # (PIL image, value) -> PIL image
 
     def __call__(self, img: Image.Image, severity: float) -> Image.Image:
-        return self.apply(img, self.draw(severity, np.random) if self.draw else None)
+        return self.apply(img, self.draw(severity, np.random) if self.draw is not None else None)
 
 
 def _affine(img: Image.Image, matrix) -> Image.Image:
@@ -121,7 +121,7 @@ sharpness = Operation("sharpness", _factor, _enhance(ImageEnhance.Sharpness))
 
 GEOMETRIC = [autocontrast, equalize, posterize, rotate, solarize, shear_x, shear_y, translate_x,
              translate_y]
-AUGMENTATION_SETS: dict[str, list[Callable]] = {          # P:L359 on
+AUGMENTATION_SETS: dict[str, list[Operation]] = {          # P:L359 on
     "all": GEOMETRIC + [color, contrast, brightness, sharpness],
     "safe": GEOMETRIC,
     "original": GEOMETRIC + [Operation(kind, _original_factor, _enhance(enhancement)) for kind, enhancement in (

@@ -161,6 +161,7 @@ def _any_rank(flag: bool, device: torch.device) -> bool:
 
 def sync_context(net: torch.nn.Module, sync: bool) -> contextlib.AbstractContextManager:
     """`net.no_sync()` for an unsynchronised pass of a DDP-wrapped net, else nothing."""
-    if not sync and hasattr(net, "no_sync"):
-        return net.no_sync()
+    no_sync = getattr(net, "no_sync", None)
+    if not sync and no_sync is not None:
+        return no_sync()
     return contextlib.nullcontext()

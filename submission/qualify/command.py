@@ -189,12 +189,18 @@ class Qualify:
             project = ["python -m submission project", *_words({**settings, **RECIPE_SETTINGS.get(recipe, {}),
                                                                  "recipe": recipe}),
                        f"profile={self.out / record.profile_name(recipe)}"]
+            step_img_per_s = profile.step_img_per_s
+            assert step_img_per_s is not None       # qualify's bench times the step
+            if power is None:
+                power_note = "not measured: the profile holds no power figures"
+            elif watts is not None and power.source is not None:
+                power_note = power.source
+            else:
+                power_note = f"not measured: {power.not_measured}"
             found.append(record.RecipeFigures(
-                recipe, record.profile_name(recipe), side, profile.step_img_per_s,
+                recipe, record.profile_name(recipe), side, step_img_per_s,
                 profile.eval_img_per_s, profile.loader.img_per_s, (profile.mfu or {}).get("mfu"),
-                watts, getattr(power, "idle_watts", None) if power else None,
-                (power.source if watts is not None else f"not measured: {power.not_measured}")
-                if power else "not measured: the profile holds no power figures",
+                watts, getattr(power, "idle_watts", None) if power else None, power_note,
                 " ".join(project), loader_figures(profile)))
         return found
 
@@ -294,6 +300,7 @@ def run_until(argv: list[str], log, deadline: float) -> tuple[int, bool]:
                            start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
 
     def relay() -> None:
+        assert job.stdout is not None     # a pipe
         for line in job.stdout:
             sys.stdout.write("    " + line)
             sys.stdout.flush()

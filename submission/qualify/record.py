@@ -169,10 +169,10 @@ def markdown(q: Qualification) -> str:
                       "step's at that side; the first of each recipe is the one it trains with):", "",
                   "| recipe | loader | img/s alone | CPU threads | step fed | eval img/s | device MiB |",
                   "|---|---|---|---|---|---|---|"]
-        lines += [f"| {r.recipe} | {l.kind} | {l.img_per_s:,.1f} | {l.threads} | "
-                  + ", ".join(f"{side} px {ratio:.2f}x" for side, ratio in l.fed_ratio.items())
-                  + f" | {l.eval_img_per_s:,.1f} | {_num(l.device_memory_mib, '{:,.0f}')} |"
-                  for r in q.recipes for l in r.loaders]
+        lines += [f"| {r.recipe} | {loader.kind} | {loader.img_per_s:,.1f} | {loader.threads} | "
+                  + ", ".join(f"{side} px {ratio:.2f}x" for side, ratio in loader.fed_ratio.items())
+                  + f" | {loader.eval_img_per_s:,.1f} | {_num(loader.device_memory_mib, '{:,.0f}')} |"
+                  for r in q.recipes for loader in r.loaders]
         lines += ["", "Power: " + "; ".join(dict.fromkeys(r.power_note for r in q.recipes)), "",
                   "Each profile projects a run with `project` (and `tradeoff`'s `profile_<recipe>=`):", ""]
         lines += [f"    {r.project_command}" for r in q.recipes]
@@ -205,7 +205,8 @@ def _campaign_lines(c: CampaignFigures | None) -> list[str]:
         lines.append("The campaign did not run (the parts above say why).")
     else:
         lines += [f"Results: `{c.folder}`; its report: `{REPORT}`.", "",
-                  "| run | status | minutes | energy (kJ) | first window / steady | first eval / later | side changes: window / steady, seconds lost |",
+                  "| run | status | minutes | energy (kJ) | first window / steady | first eval / later "
+                  "| side changes: window / steady, seconds lost |",
                   "|---|---|---|---|---|---|---|"]
         for r in c.runs:
             changes = "; ".join(f"{s['before']}->{s['after']} px {s['ratio']:.2f}x {s['lost_s']:.2f} s"
@@ -213,7 +214,8 @@ def _campaign_lines(c: CampaignFigures | None) -> list[str]:
                                 for s in r.side_changes) or "—"
             lines.append(f"| {r.run} | {r.status} | {_num(r.minutes, '{:.3f}')} | "
                          f"{_num(None if r.joules is None else r.joules / 1000, '{:.4g}', 'not measured')} | "
-                         f"{_num(r.first_window_ratio, '{:.2f}x')} | {_num(r.first_eval_ratio, '{:.2f}x')} | {changes} |")
+                         f"{_num(r.first_window_ratio, '{:.2f}x')} | {_num(r.first_eval_ratio, '{:.2f}x')} "
+                         f"| {changes} |")
         lines += ["", "Energy: " + (f"{c.kwh:.4g} kWh for the campaign ({c.energy_note})" if c.kwh is not None
                                     else c.energy_note or "not measured"),
                   "", f"Energy check: {c.energy_check}"]

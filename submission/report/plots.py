@@ -20,10 +20,10 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from ..progress import read_progress, windows  # noqa: E402
-from ..results import RULESET, Summary, read_campaign, result_files, run_progress  # noqa: E402
+from ..progress import read_progress, windows
+from ..results import RULESET, Summary, read_campaign, result_files, run_progress
 
 MLPERF_RESNET_TARGET = 0.759     # MLPerf Training ResNet-50 quality target (top-1)
 
@@ -153,7 +153,7 @@ def systems_plot(summaries: list[Summary], out: Path) -> Path | None:
         return None
     names = [s.system_name for s in scored]
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.2 + 0.3 * len(names)))
-    minutes = [s.score_minutes for s in scored]
+    minutes = [s.score_minutes for s in scored if s.score_minutes is not None]
     bars = left.barh(names, minutes, color="tab:blue")
     left.set_xlim(0, max(minutes) * 1.3)
     left.bar_label(bars, labels=[f"{s.score_minutes:.3f} min" for s in scored], fontsize=8, padding=2)

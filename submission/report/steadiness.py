@@ -40,7 +40,8 @@ class Window:
 
 def windows_of(progress_file: Path) -> list[Window]:
     """The progress windows of one run, in order, from its progress records."""
-    found, evaluated, previous_side = [], False, None
+    found: list[Window] = []
+    evaluated, previous_side = False, None
     for record in read_progress(progress_file):
         if record.get("kind") == EVAL:
             evaluated = True
@@ -159,7 +160,8 @@ def markdown(system_dir: Path) -> list[str]:
              f"first) against the median of such windows of its training side across the campaign "
              f"(target: none below {SLOW_WINDOW}x), and the first evaluation against the median of "
              f"the later ones (target: at most {SLOW_FIRST_EVAL}x).", "",
-             "| run | windows (judged) | slowest window / steady | where | first eval (s) | later evals (s) | ratio | flat |",
+             "| run | windows (judged) | slowest window / steady | where | first eval (s) | later evals (s) "
+             "| ratio | flat |",
              "|---|---|---|---|---|---|---|---|"]
     for r in runs:
         lines.append(f"| {r.run} | {r.windows} ({r.judged}) | {ratio(r.slowest_ratio)} | {r.slowest_at or '—'} | "

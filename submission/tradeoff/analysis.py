@@ -44,7 +44,7 @@ class _Record:
     """to_dict / from_dict of the frozen dataclasses below (written as JSON and read back)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return asdict(self)     # type: ignore[call-overload]  # each subclass is a dataclass
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]):
@@ -164,7 +164,7 @@ def _curve_point(configuration: str, budget: float, runs: list[Point]) -> CurveP
     top1 = [run.top1 for run in runs]
     minutes = [run.minutes for run in runs]
     costs = [run.cost_usd for run in runs if run.cost_usd is not None]
-    joules = [run.joules for run in runs]
+    joules = [run.joules for run in runs if run.joules is not None]
     if costs and len(costs) != len(runs):
         raise ValueError(f"{configuration!r} at budget {budget:g}: {len(costs)} of {len(runs)} runs "
                          "have a cost: price every run of a tradeoff (one price_usd_per_hour) or none")
@@ -173,7 +173,7 @@ def _curve_point(configuration: str, budget: float, runs: list[Point]) -> CurveP
                       min(top1), max(top1),
                       statistics.fmean(minutes), min(minutes), max(minutes),
                       statistics.fmean(costs) if costs else None,
-                      statistics.fmean(joules) / 1000 if None not in joules else None)
+                      statistics.fmean(joules) / 1000 if len(joules) == len(runs) else None)
 
 
 def curve_points(points: Iterable[Point]) -> list[CurvePoint]:
@@ -230,7 +230,10 @@ def check_axis(curve_points: Sequence[CurvePoint], by: str) -> None:
 
 def x_value(point: CurvePoint, by: str) -> float:
     """The point's mean minutes or mean cost (check_axis first)."""
-    return point.minutes_mean if by == "minutes" else point.cost_mean
+    if by == "minutes":
+        return point.minutes_mean
+    assert point.cost_mean is not None, "check_axis first"
+    return point.cost_mean
 
 
 def _cheaper_first(by: str):

@@ -72,7 +72,7 @@ def main(words: list[str]) -> int:
     except BaseException:               # a point that fails or is stopped leaves the others' report
         try:
             print(f"[tradeoff] report: {write(grid, configs, folder, options, given)}", flush=True)
-        except Exception as exc:        # said, so that the point's own error stays the one raised
+        except Exception as exc:        # noqa: BLE001 - said, so that the point's own error stays the one raised
             print(f"[tradeoff] the report of the finished points could not be written: {exc}", flush=True)
         raise
     print(f"[tradeoff] report: {write(grid, configs, folder, options, given)}", flush=True)

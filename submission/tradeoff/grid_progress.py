@@ -43,7 +43,8 @@ class GridProgress:
         elif None in estimates:
             rest = "minutes left: known once a point has run here"
         else:
-            rest = (f"about {sum(estimates):.1f} min left (from the {len(self.took)} point(s) that ran "
+            known = [estimate for estimate in estimates if estimate is not None]
+            rest = (f"about {sum(known):.1f} min left (from the {len(self.took)} point(s) that ran "
                     "here: same configuration and budget, else minutes per unit of budget)")
         return (f"[tradeoff] point {len(self.done)} of {len(self.points)} done: {so_far:.1f} min so far, "
                 f"{rest}")

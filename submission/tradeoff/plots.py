@@ -2,9 +2,10 @@
 
 Our curves carry vertical bars from the lowest to the highest top-1 over their seeds and
 horizontal ones from the fewest to the most minutes (or dollars); a point with a disturbed
-timing among its runs is ringed in red; the Pareto frontier is a dashed line; published points (submission.published.PublishedPoint)
-are hollow markers with a legend entry per source and hardware, each labelled and never
-joined to our curves. With published points only, the plot shows them alone.
+timing among its runs is ringed in red; the Pareto frontier is a dashed line; published
+points (submission.published.PublishedPoint) are hollow markers with a legend entry per
+source and hardware, each labelled and never joined to our curves. With published points
+only, the plot shows them alone.
 """
 from __future__ import annotations
 
@@ -15,11 +16,11 @@ from typing import Iterable, Sequence
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib import ticker  # noqa: E402
+import matplotlib.pyplot as plt
+from matplotlib import ticker
 
-from ..published import PublishedPoint  # noqa: E402
-from .analysis import CurvePoint, check_axis, x_value  # noqa: E402
+from ..published import PublishedPoint
+from .analysis import CurvePoint, check_axis, x_value
 
 LOG_SPAN = 10           # a log x axis when the largest x is more than this times the smallest
 PUBLISHED_MARKERS = ("s", "D", "^", "v", "P", "X")

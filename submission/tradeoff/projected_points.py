@@ -74,12 +74,13 @@ def project_points(grid: Grid, points: list[Point], options: dict) -> tuple[dict
     and notes on what was assumed."""
     given = options_of(options)
     curves = curve_points(points)
-    projected = {}
+    projected: dict[str, list[CurvePoint]] = {}
     for system in given.systems:
         projected[system] = []
         for curve in curves:
             config = system_config(grid, system, curve.configuration, curve.budget)
-            loader = given.loader if given.loader is not None and given.loader.loader.kind == config.train_loader else None
+            loader = (given.loader if given.loader is not None and given.loader.loader.kind == config.train_loader
+                      else None)
             profile = given.by_recipe.get(config.recipe, given.profile)
             projected[system].append(_projected(config, curve, profile, loader, given.dp_efficiency))
     files = [f"profile {given.profile.file}"] + [f"profile_{r} {p.file}" for r, p in given.by_recipe.items()] \

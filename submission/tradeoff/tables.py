@@ -14,6 +14,7 @@ from .analysis import CurvePoint, Disturbed, Speedup, TimeToAccuracy, cheapest
 EXTRAPOLATED = "*"      # marks a speed-up read off the baseline's curve extended beyond its range
 DISTURBED = "†"         # marks a point one of whose runs has a disturbed timing
 Flagged = frozenset     # of (configuration, budget)
+NOTHING_FLAGGED: Flagged = frozenset()
 
 
 def _fmt(value: Any, spec: str) -> str:
@@ -48,7 +49,7 @@ def _footnote(marked: bool) -> list[str]:
                  "minutes are in the mean; redo it for a clean one."] if marked else [])
 
 
-def _point_cells(point: CurvePoint, flagged: Flagged = Flagged()) -> list[str]:
+def _point_cells(point: CurvePoint, flagged: Flagged = NOTHING_FLAGGED) -> list[str]:
     """configuration, budget, mean top-1, minutes (mean [min–max]), mean cost."""
     return [_name(point.configuration, point.budget, flagged), f"{point.budget:g}",
             _percent(point.top1_mean), _minutes(point), _fmt(point.cost_mean, "${:.2f}")]
@@ -61,7 +62,7 @@ def _marked(points: Iterable[CurvePoint | None], flagged: Flagged) -> bool:
     return any(p is not None and (p.configuration, p.budget) in flagged for p in points)
 
 
-def curve_table(curve_points: Iterable[CurvePoint], flagged: Flagged = Flagged()) -> list[str]:
+def curve_table(curve_points: Iterable[CurvePoint], flagged: Flagged = NOTHING_FLAGGED) -> list[str]:
     """Every configuration at every budget, with the spread of top-1 and of minutes over its seeds."""
     curve_points = list(curve_points)
     rows = [[_name(p.configuration, p.budget, flagged), f"{p.budget:g}", p.seeds,
@@ -74,7 +75,7 @@ def curve_table(curve_points: Iterable[CurvePoint], flagged: Flagged = Flagged()
                   rows) + _footnote(_marked(curve_points, flagged))
 
 
-def frontier_table(frontier_points: Iterable[CurvePoint], flagged: Flagged = Flagged()) -> list[str]:
+def frontier_table(frontier_points: Iterable[CurvePoint], flagged: Flagged = NOTHING_FLAGGED) -> list[str]:
     """The Pareto frontier as analysis.frontier returns it (least minutes or cost first)."""
     frontier_points = list(frontier_points)
     return (_table(POINT_COLUMNS, [_point_cells(p, flagged) for p in frontier_points])
@@ -82,7 +83,7 @@ def frontier_table(frontier_points: Iterable[CurvePoint], flagged: Flagged = Fla
 
 
 def cheapest_table(curve_points: Iterable[CurvePoint], targets: Sequence[float],
-                   by: str = "minutes", flagged: Flagged = Flagged()) -> list[str]:
+                   by: str = "minutes", flagged: Flagged = NOTHING_FLAGGED) -> list[str]:
     """For each target, the cheapest point (by minutes or cost) whose mean top-1 reaches it."""
     curve_points = list(curve_points)
     rows, chosen = [], []
@@ -95,7 +96,7 @@ def cheapest_table(curve_points: Iterable[CurvePoint], targets: Sequence[float],
             + _footnote(_marked(chosen, flagged)))
 
 
-def speedup_table(speedups: Sequence[Speedup], baseline: str, flagged: Flagged = Flagged(),
+def speedup_table(speedups: Sequence[Speedup], baseline: str, flagged: Flagged = NOTHING_FLAGGED,
                   baseline_flagged: bool = False) -> list[str]:
     """Each point's speed-up over the baseline; extrapolated ones marked, refusals as "—",
     both with their note; points with a disturbed run marked, and whether the baseline's

@@ -193,7 +193,7 @@ def test_odd_images_decode_to_rgb(tmp_path):
 def test_odd_images_prepare(tmp_path):
     root = tmp_path / "odd_set"
     for split in ("train", "val"):
-        for name, path in odd_images(root / split / "misc").items():
+        for path in odd_images(root / split / "misc").values():
             path.rename(root / split / "misc" / f"{split}_{path.name}")
         write_image(root / split / "plain" / "plain.JPEG", 0, 3)
     data = prepare(config(root, tmp_path / "cache"))

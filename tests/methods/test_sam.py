@@ -179,7 +179,10 @@ def test_the_recipe_step_runs_the_first_sam_pass_under_no_sync():
     model = tiny_model()
     net = RecordingNet(model)
     opt = sam.SAM(torch.optim.SGD(model.parameters(), lr=0.1), rho=0.5, interval=2)
-    loss_fn = lambda out, labels, smoothing: 0.5 * ((out - Y) ** 2).sum() / out.shape[0]  # noqa: E731
+
+    def loss_fn(out, labels, smoothing):
+        return 0.5 * ((out - Y) ** 2).sum() / out.shape[0]
+
     import contextlib
     for _ in range(2):
         optimizer_step(net, opt, None, contextlib.nullcontext, loss_fn, X,

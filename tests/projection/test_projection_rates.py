@@ -213,7 +213,8 @@ def test_sides_a_mild_profile_lacks_are_interpolated_between_their_neighbours():
     text = projection.format_projection(result)
     assert "167 px between 164 and 172 px, linear in the area" in text
     # 100 and 104 px are more than 10% below a profile measured from 120 px: not inferred (108 is 10%)
-    with pytest.raises(projection.ProfileError, match=r"side\(s\) 100, 104 px, .*more than 10% outside its measured 120-176 px"):
+    with pytest.raises(projection.ProfileError,
+                       match=r"side\(s\) 100, 104 px, .*more than 10% outside its measured 120-176 px"):
         _project(_hot("p4d"), _gpu_mild([120, 140, 176]), "gpu.json",
                            loader_profile=loader, loader_profile_name="l.json")
 

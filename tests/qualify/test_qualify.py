@@ -59,8 +59,9 @@ def test_qualify_profiles_the_recipes_asked_and_times_a_campaign_inside_its_budg
         assert json.loads((out / recipe.profile).read_text())["settings"]["recipe"] == recipe.recipe
 
     # each recipe's loader and the device loader beside it, side by side in qualify.md
-    assert [[l.kind for l in r.loaders] for r in q.recipes] == [["ffcv", "device"], ["torchvision", "device"]]
-    assert all(l.img_per_s > 0 and l.eval_img_per_s > 0 and l.fed_ratio for r in q.recipes for l in r.loaders)
+    assert [[loader.kind for loader in r.loaders] for r in q.recipes] == [["ffcv", "device"], ["torchvision", "device"]]
+    assert all(loader.img_per_s > 0 and loader.eval_img_per_s > 0 and loader.fed_ratio
+               for r in q.recipes for loader in r.loaders)
     text = (out / record.MARKDOWN).read_text()
     assert "| mild | device |" in text and "| hot | torchvision |" in text and "| hot | device |" in text
     campaign = q.campaign

@@ -109,7 +109,8 @@ def test_a_torchvision_configuration_needs_a_loader_profile(tmp_path, systems):
     grid = load_grid(str(path))
     points = [Point("mild, torchvision loader", 0.35, 1, 0.77, 30.0, None)]
     with pytest.raises(ConfigError, match=r"loads with torchvision \(CPU-bound\): projecting it needs "
-                                          r"loader figures: measure the torchvision loader with `python -m submission bench recipe=mild "
+                                          r"loader figures: measure the torchvision loader with "
+                                          r"`python -m submission bench recipe=mild "
                                           r"train_loader=torchvision data_dir=DIR json=loader-mild.json`.* and pass "
                                           r"loader_profile=loader-mild.json"):
         projected_points.project_points(grid, points, {"profile": H100, "systems": "p4d"})
