@@ -4,9 +4,9 @@ and its reader.
 
 Every field is declared once below, with what its JSON value is (`figure`: a Declaration of
 setting_declaration.py, as settings and options are): the writer writes the dataclasses, the
-reader checks a file against the same declarations and builds them. A field without a default is needed; an optional one may be absent or null. A
-side is a whole number of px, written as a string key. Schema 2 is written and read; the
-schema-1 files of 2026-11-22/23 were converted once (CHANGELOG.md).
+reader checks a file against the same declarations and builds them. A field without a default
+is needed; an optional one may be absent or null. A side is a whole number of px, written as a
+string key. Schema 2 is written and read; the schema-1 files of 2026-11-22/23 were converted once (CHANGELOG.md).
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ WRITTEN_BY = "a profile is what `python -m submission bench ... json=FILE` write
 # and those whose difference from the projected run's makes the measured rates doubtful
 RECORDED_SETTINGS = ("system", *declared.profiled())
 RATE_SETTINGS = tuple(declared.profiled(declared.COMPARED))
-LOADER_KINDS = declared.admits("train_loader")
+LOADER_KINDS = declared.words_admitted("train_loader")
 LOADER_NAMES = {"ffcv": "FFCV", "torchvision": "torchvision", "device": "device"}   # each kind, for people
 # the bench's per-image CPU work of the torchvision loader, each on one thread (ms per image)
 AUGMENTATION_STAGES = ("decode", "crop_flip", "randaugment", "to_tensor", "total")
@@ -293,7 +293,8 @@ def _build(cls: type, data: dict[str, Any] | None) -> Any:
 def _json_kind(value: Any) -> str:
     if value is None or isinstance(value, bool):
         return json.dumps(value)
-    return {list: "an array", str: "a string"}.get(type(value), "a number")
+    kinds: dict[type, str] = {list: "an array", str: "a string"}
+    return kinds.get(type(value), "a number")
 
 
 def _schema_problem(data: Any) -> str | None:

@@ -74,8 +74,8 @@ def added(parts: list[Energy]) -> Energy:
     counted = [p for p in parts if p.devices]
     sources = list(dict.fromkeys(p.source for p in counted))
     limits = [p.power_limit_watts for p in counted]
-    return Energy(sum(p.joules for p in parts), seconds, "; ".join(sources),
-                  power_limit_watts=sum(limits) if limits and None not in limits else None,
+    return Energy(sum(p.joules for p in parts if p.joules is not None), seconds, "; ".join(sources),
+                  power_limit_watts=_sum_if_known(limits) if limits else None,
                   devices=sum(p.devices for p in parts))
 
 
@@ -186,16 +186,22 @@ def nvml_board(index: int) -> NvmlBoard:
     """The NVML counter of torch's CUDA device `index` (found by its UUID, so that
     CUDA_VISIBLE_DEVICES cannot make it another board)."""
     try:
-        import pynvml  # noqa: F401
+        import pynvml  # noqa: F401 - only whether it imports
     except ImportError:
         raise OSError("the nvidia-ml-py package is not installed (pip install nvidia-ml-py)") from None
     try:
         return NvmlBoard(index, _cuda_uuid(index))
     except OSError:
         raise
-    except Exception as exc:   # pynvml.NVMLError and its many subclasses
+    except Exception as exc:   # noqa: BLE001 - pynvml.NVMLError and its many subclasses
         raise OSError(f"NVML: {exc}") from None
 
+
+
+def _sum_if_known(values: list[float | None]) -> float | None:
+    """The sum, or None where any value is unknown."""
+    known = [value for value in values if value is not None]
+    return sum(known) if len(known) == len(values) else None
 
 # ---- a meter: counters read at a start and a stop ------------------------------
 class Meter:
@@ -242,7 +248,7 @@ class Meter:
             return not_measured(f"{self.source}: {exc}", seconds)
         limits = [c.power_limit_watts for c in self.counters]
         return Energy(sum(a - b for a, b in zip(after, before)), seconds, self.source,
-                      power_limit_watts=sum(limits) if None not in limits else None,
+                      power_limit_watts=_sum_if_known(limits),
                       devices=self.devices)
 
     def close(self) -> None:

@@ -184,6 +184,7 @@ def help_text(verb: str) -> str:
         allowed = option.choices()
         what = ("true/false" if option.type is bool else str(allowed) if isinstance(allowed, Range)
                 else "|".join(c for c in allowed if c) if allowed else option.type.__name__)
-        default = "" if option.default in ("", None) else f"; default {str(option.default).lower() if option.type is bool else option.default}"
+        shown = str(option.default).lower() if option.type is bool else option.default
+        default = "" if option.default in ("", None) else f"; default {shown}"
         lines.append(f"  {name}=  {option.meaning} ({what}{default})")
     return "\n".join(lines)

@@ -137,7 +137,8 @@ def _why_no_gpu() -> str:
     import torch
     if not torch.version.cuda and not torch.version.hip:
         return f"this torch ({torch.__version__}) was built without CUDA"
-    variable, tool = ("HIP_VISIBLE_DEVICES", "rocm-smi") if torch.version.hip else ("CUDA_VISIBLE_DEVICES", "nvidia-smi")
+    variable, tool = (("HIP_VISIBLE_DEVICES", "rocm-smi") if torch.version.hip
+                      else ("CUDA_VISIBLE_DEVICES", "nvidia-smi"))
     visible = os.environ.get(variable)
     if visible is not None and not visible.strip():
         return f"{variable} is empty"
@@ -159,9 +160,9 @@ def gpu_problems(config: Config) -> list[str]:
     if bf16 and config.device_type == "cuda" and torch.version.hip is None and torch.cuda.is_available():
         older: dict[tuple[str, str], list[str]] = {}
         for index in range(torch.cuda.device_count()):
-            capability = torch.cuda.get_device_capability(index)
-            if capability < (8, 0):
-                kind = (torch.cuda.get_device_name(index), "%d.%d" % capability)
+            major_minor = torch.cuda.get_device_capability(index)
+            if major_minor < (8, 0):
+                kind = (torch.cuda.get_device_name(index), "%d.%d" % major_minor)
                 older.setdefault(kind, []).append(str(index))
         for (name, capability), indices in older.items():
             problems.append(f"amp_dtype=bf16, but {name} (GPU {', '.join(indices)}) has compute "

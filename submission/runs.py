@@ -178,6 +178,7 @@ class Relay(threading.Thread):
         self.start()
 
     def run(self) -> None:
+        assert self.job.stdout is not None, "the job is started with stdout=PIPE"
         for line in self.job.stdout:
             if self.console:
                 sys.stdout.write(line)
@@ -306,10 +307,10 @@ def _same_size(before: str, after: str) -> bool:
     by a GiB with a kernel update, and earlier versions of this harness wrote a GPU's
     measured memory in GB where it is now in GiB ("86 GB" then, "80 GiB" now)."""
     from .inventory import stated_bytes
-    sizes = stated_bytes(before), stated_bytes(after)
-    if not all(sizes):
+    old, new = stated_bytes(before), stated_bytes(after)
+    if not old or not new:
         return before == after
-    return abs(sizes[0] - sizes[1]) <= max(2**30, 0.03 * sizes[0])
+    return abs(old - new) <= max(2**30, 0.03 * old)
 
 
 def set_aside(partial: Path, attempts: Path, stem: str, what: str, say: str = "[campaign]",

@@ -41,6 +41,7 @@ class Range:
                 and (self.high is None or (value < self.high if self.high_open else value <= self.high)))
 
     def __str__(self) -> str:
+        assert self.low is not None, "every Range declared has a low end"
         def number(value: float) -> str:
             return str(int(value)) if float(value).is_integer() else f"{value:g}"
         if self.high is None:

@@ -265,6 +265,14 @@ def profiled(*marks: str) -> list[str]:
     return [name for name in DECLARED if DECLARED[name].profile in marks]
 
 
+def words_admitted(name: str) -> tuple[str, ...]:
+    """The words a text setting with choices admits."""
+    allowed = admits(name)
+    if not isinstance(allowed, tuple):
+        raise TypeError(f"{name} admits {allowed!r}, not a list of words")
+    return allowed
+
+
 def admits_text(name: str) -> str:
     """What `name` admits, in words ("" when any value of its type)."""
     return DECLARED[name].admits_text()

@@ -116,9 +116,9 @@ def main(words: list[str]) -> str:
         raise ConfigError(f"settings takes only recipe=NAME and scale_schedule_ratio=R, not "
                           f"{', '.join(rejected)} (`python -m submission run ... dry_run=true` prints "
                           "every setting as a run would resolve it)")
-    ratio = given.get("scale_schedule_ratio")
+    given_ratio = given.get("scale_schedule_ratio")
     try:
-        ratio = float(ratio) if ratio is not None else None
+        ratio = float(given_ratio) if given_ratio is not None else None
     except ValueError:
-        raise ConfigError(f"scale_schedule_ratio takes a number, not {ratio!r}") from None
+        raise ConfigError(f"scale_schedule_ratio takes a number, not {given_ratio!r}") from None
     return describe_settings(given.get("recipe"), ratio)

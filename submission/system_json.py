@@ -73,7 +73,7 @@ def for_ruleset(description: dict, ruleset: str) -> dict:
     status = fields.get("status", "")
     short = status if status in STATUS_4X else STATUS_2X.get(status)
     if short is None:
-        allowed = ", ".join(f"{s!r} ({l!r})" for s, l in STATUS_4X.items())
+        allowed = ", ".join(f"{short!r} ({long!r})" for short, long in STATUS_4X.items())
         raise ValueError(f"unknown system status {status!r}: use one of {allowed}")
     fields["status"] = STATUS_4X[short] if uses_availability_status(ruleset) else short
     return fields

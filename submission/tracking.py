@@ -20,6 +20,7 @@ HParams form (`write_point_hparams`), one session per point under a fixed name, 
 """
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import math
@@ -129,7 +130,7 @@ class Tracking:
     def flush(self) -> None:
         kept, self.kept = self.kept, []
         for writer in list(self.writers):
-            self._guarded(writer, lambda: writer.write(kept))
+            self._guarded(writer, functools.partial(writer.write, kept))
 
     def close(self) -> None:
         self.flush()
@@ -140,7 +141,7 @@ class Tracking:
     def _guarded(self, writer, call) -> None:
         try:
             call()
-        except Exception as exc:    # noqa: BLE001: a tracker never stops a run
+        except Exception as exc:    # noqa: BLE001 - a tracker never stops a run
             self.writers.remove(writer)
             print(f"{self.label} {writer.name} stopped tracking this run ({type(exc).__name__}: {exc}); "
                   "the run goes on, its MLPerf log untouched", file=sys.stderr, flush=True)
@@ -152,7 +153,8 @@ class TensorBoardWriter:
 
     def __init__(self, folder: Path):
         from torch.utils.tensorboard import SummaryWriter      # imported before run_start
-        self.folder, self._make, self.writer = Path(folder), SummaryWriter, None
+        self.folder, self._make = Path(folder), SummaryWriter
+        self.writer: SummaryWriter | None = None
 
     def write(self, kept: list[tuple[int, dict[str, float]]]) -> None:
         if not kept and self.writer is None:
@@ -199,7 +201,7 @@ def open_tracking(target: Target | None, config: dict[str, Any], label: str) -> 
     for name in target.trackers:
         try:
             tracking.writers.append(makers[name]())
-        except Exception as exc:    # noqa: BLE001: a tracker never stops a run
+        except Exception as exc:    # noqa: BLE001 - a tracker never stops a run
             print(f"{label} tracker={name} could not start ({type(exc).__name__}: {exc}); "
                   "the run goes on without it", file=sys.stderr, flush=True)
     return tracking
@@ -219,6 +221,6 @@ def write_point_hparams(folder: Path, hparams: dict[str, Any], figures: dict[str
             writer.file_writer.add_summary(end)
             for tag, value in metrics.items():
                 writer.add_scalar(tag, value)
-    except Exception as exc:    # noqa: BLE001: the point's own records are written already
+    except Exception as exc:    # noqa: BLE001 - the point's own records are written already
         print(f"[tradeoff] TensorBoard could not record this point's HParams in {folder} "
               f"({type(exc).__name__}: {exc})", file=sys.stderr, flush=True)

@@ -100,9 +100,10 @@ def set_up(config: Config, data: PreparedData, ctx: dist_utils.Context, seed: in
                 ctx.device, log=say, calls_per_side=3 if config.cuda_graphs else 1,
                 net_is_compiled=config.compile, dynamic_shapes=config.compile_dynamic)
         if data.synthetic_train_path:
-            warm_up_loaders(*run_loaders(config, ctx, seed, data.synthetic_train_path,
-                                         data.synthetic_val_path, data.synthetic_samples,
-                                         shard=False), log=say)
+            synthetic_train, synthetic_val = run_loaders(config, ctx, seed, data.synthetic_train_path,
+                                                         data.synthetic_val_path, data.synthetic_samples,
+                                                         shard=False)
+            warm_up_loaders(synthetic_train, synthetic_val, log=say)
     return plan, step_fn
 
 
@@ -306,13 +307,13 @@ def main(argv=None) -> int:
 def check_ranks_alike(ctx: dist_utils.Context, data_file: str, prepared_with: Config) -> None:
     """Raise, on every rank at once and in no training collective, if the ranks differ in
     hardware or in the data they would train on."""
-    unlike = inventory.unlike_ranks(dist_utils.all_gather_object(inventory.rank_hardware(ctx.device)))
-    if unlike:
-        raise RuntimeError(unlike)
-    unlike = fingerprint.unlike_data(dist_utils.all_gather_object(
+    hardware = inventory.unlike_ranks(dist_utils.all_gather_object(inventory.rank_hardware(ctx.device)))
+    if hardware:
+        raise RuntimeError(hardware)
+    data = fingerprint.unlike_data(dist_utils.all_gather_object(
         fingerprint.of_rank(data_file, prepared_with)))
-    if unlike:
-        raise RuntimeError(unlike)
+    if data:
+        raise RuntimeError(data)
 
 
 def interrupted(log: RunLog, spec: RunSpec, partial: Path | None, why: str) -> int:

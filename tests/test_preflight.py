@@ -95,7 +95,8 @@ def test_the_launch_line_names_the_loader_threads_that_will_run(tmp_path, capsys
     ([H100] * 8, {}, "describes NVIDIA A100-SXM4-40GB, this machine has NVIDIA H100"),
     ([A100_80] * 8, {}, "describes NVIDIA A100-SXM4-40GB, this machine has NVIDIA A100-SXM4-80GB (80 GB)"),
     ([A100_PCIE] * 8, {}, "describes NVIDIA A100-SXM4-40GB, this machine has NVIDIA A100-PCIE-40GB (40 GB)"),
-    ([A100_40] * 8, {"procs_per_node": "1"}, "procs_per_node=1, but systems/p4d.json describes 8 GPUs per node; to train on fewer, hide the others with CUDA_VISIBLE_DEVICES"),
+    ([A100_40] * 8, {"procs_per_node": "1"}, "procs_per_node=1, but systems/p4d.json describes 8 GPUs per node; "
+                                             "to train on fewer, hide the others with CUDA_VISIBLE_DEVICES"),
     ([A100_40] * 8, {"device": "cpu"}, "device=cpu, but systems/p4d.json describes 8 GPU(s)"),
 ])
 def test_a_named_system_that_is_not_this_machine_is_refused(gpus, tmp_path, found, overrides, message):

@@ -183,9 +183,10 @@ def test_software_names_rocm_and_miopen_on_a_rocm_torch(monkeypatch):
 @pytest.mark.e2e
 def test_a_host_without_a_gpu_driver_is_described_without_importing_torch():
     """A configuration resolved for this machine names the recipe's methods, its run's
-    description reads the host, and its run plan is drawn (`settings`, `project`): torch's version is read from its version.py, no
-    GPU driver means no GPU or CUDA to ask torch about, the methods' table is read without
-    their code, and the plan's arithmetic needs none of it (torch's import: seconds)."""
+    description reads the host, and its run plan is drawn (`settings`, `project`): torch's version
+    is read from its version.py, no GPU driver means no GPU or CUDA to ask torch about, the
+    methods' table is read without their code, and the plan's arithmetic needs none of it
+    (torch's import: seconds)."""
     import subprocess
     import sys
     from conftest import REPO

@@ -41,6 +41,14 @@ if TYPE_CHECKING:
 
 class StochasticBottleneck(nn.Module):
     """A torchvision Bottleneck's modules with a stochastic residual branch."""
+    conv1: nn.Module
+    bn1: nn.Module
+    conv2: nn.Module
+    bn2: nn.Module
+    conv3: nn.Module
+    bn3: nn.Module
+    relu: nn.Module
+    downsample: nn.Module | None
 
     def __init__(self, block: Bottleneck, drop_rate: float, method: str = "sample"):
         super().__init__()
