@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from .config import folder_name_problem
-from .results import BENCHMARK, CAMPAIGN_RECORD, RULESET, CampaignRecord, read_campaign, result_files
+from .results import RULESET, CampaignRecord, read_campaign
+from .run_folder import BENCHMARK, ResultsRoot
 
 DEFAULT_IMPL = "pytorch-ffcv-mild"
 CODE_FILES = ("run_and_time.sh", "setup.cfg", "pyproject.toml")
@@ -138,19 +139,20 @@ class _System:
 def _load_system(results_dir: Path, name: str, org: str) -> _System:
     from .system_json import for_ruleset
 
-    folder = results_dir / name
+    files = ResultsRoot(results_dir).campaign(name)
+    folder = files.path
     if not name or Path(name).name != name or name.startswith("."):
         hint = (f"; for {name}, pass results={Path(name).parent} {Path(name).name}"
                 if Path(name).name and not Path(name).name.startswith(".") else "")
         raise ValueError(f"{name!r} is not a system name (a folder directly under {results_dir}){hint}")
     if not folder.is_dir():
         raise ValueError(f"cannot package system {name!r}: no results folder {folder}")
-    results = result_files(folder)
+    results = files.result_files()
     if not results:
         raise ValueError(f"cannot package system {name!r}: it has no results "
-                         f"(no result_*.txt in {folder / BENCHMARK}); run its campaign first")
-    system_file = folder / "system.json"
-    campaign_file = folder / CAMPAIGN_RECORD
+                         f"(no result_*.txt in {files.benchmark}); run its campaign first")
+    system_file = files.system
+    campaign_file = files.record
     for needed, what in ((system_file, "the system description as run"),
                          (campaign_file, "the configuration the runs used")):
         if not needed.is_file():
