@@ -1,13 +1,9 @@
 """A campaign: prepare the data once, then N runs with distinct seeds, each one torchrun job.
 
-State lives in results/<system_name>/ (its layout: submission.results; its JSON, written
-atomically: submission.jsonfile):
-  campaign.json       seeds and the settings the campaign was started with
-  config.json         the resolved configuration the runs read; data.json: the .beton files
-  system.json         the MLPerf system description as run (host fields filled)
-  resnet/result_I.txt complete runs only (renamed from .partial after run_stop)
-  progress/run_I.log  each run's printed output; run_I.jsonl: rank 0's progress records
-  attempts/           logs of interrupted runs, kept aside, never deleted
+State lives in results/<system_name>/ (its files, by name: submission.run_folder.CampaignFolder;
+its records: submission.results; its JSON, written atomically: submission.jsonfile): the
+campaign's record, the configuration and data the runs read, the system description as run,
+complete runs' result files, each run's progress, and interrupted runs kept under attempts/.
 Before anything is written, submission.preflight decides whether this machine can run
 the configuration (and with how many loader threads).
 Re-running the same command resumes: complete runs are kept byte for byte, an
@@ -22,19 +18,20 @@ import secrets
 import shlex
 import shutil
 import time
-from pathlib import Path
 
 from . import runs
 from .config import REPO_ROOT, Config, ConfigError
 from .jsonfile import write_json
-from .results import (BENCHMARK, SUMMARY_TEXT, CampaignError, CampaignRecord, progress_log, progress_records,
-                      read_campaign, result_path, results_root, system_dir, tensorboard_dir, tracking_target, write_campaign)
+from .results import CampaignError, CampaignRecord, campaign_folder, read_campaign, results_root, write_campaign
+from .run_folder import CampaignFolder
 from .system_json import run_description
+from .tracking import Target
+from .train_args import TrainArgs
 
 
 def _archive(config: Config, why: str) -> None:
-    folder = system_dir(config)
-    archive = results_root(config) / "archive" / f"{config.system_name}-{runs.stamp()}"
+    folder = campaign_folder(config).path
+    archive = results_root(config).archive(config.system_name, runs.stamp())
     archive.mkdir(parents=True)
     for entry in list(folder.iterdir()):
         if entry.name != ".lock":
@@ -49,16 +46,17 @@ def load_campaign(config: Config) -> CampaignRecord | None:
     archives it. new_campaign=true on an unfinished campaign with the same settings (the
     same command run again after an interruption) resumes it instead of archiving runs.
     """
-    folder = system_dir(config)
+    files = campaign_folder(config)
+    folder = files.path
     state = read_campaign(folder)
     if state is None:
         return None
     changed = runs.training_changes(state.settings, config)
     seeds_differ = len(state.seeds) != config.runs or bool(
         config.seed_list and config.seed_list != state.seeds)
-    done = [result_path(config, i).is_file() for i in range(len(state.seeds))]
+    done = [files.result(i).is_file() for i in range(len(state.seeds))]
     finished = all(done)
-    other_hardware = runs.hardware_changes(folder / "system.json", config) if any(done) else []
+    other_hardware = runs.hardware_changes(files.system, config) if any(done) else []
     if config.new_campaign:
         if changed or seeds_differ or finished or other_hardware:
             _archive(config, "new_campaign=true")
@@ -98,7 +96,7 @@ def _draw_seeds(count: int) -> list[int]:
 
 
 def _write_system_description(config: Config) -> None:
-    write_json(system_dir(config) / "system.json", run_description(config))
+    write_json(campaign_folder(config).system, run_description(config))
 
 
 def require_target(config: Config) -> None:
@@ -116,7 +114,8 @@ def run_campaign(config: Config) -> int:
         return follow_campaign(config)
     from .data.prepare import prepare
 
-    folder = system_dir(config)
+    files = campaign_folder(config)
+    folder = files.path
     with runs.terminate_as_interrupt():
         with runs.Lock(folder):
             state = load_campaign(config)
@@ -127,58 +126,59 @@ def run_campaign(config: Config) -> int:
                 state = new_campaign_state(config)
                 write_campaign(folder, state)
             _write_system_description(config)
-            config_file, data_file = folder / "config.json", folder / "data.json"
-            write_json(config_file, config.to_dict())
-            write_json(data_file, data.to_dict())
-            _run_all(config, state.seeds, config_file, data_file)
+            write_json(files.config, config.to_dict())
+            write_json(files.data, data.to_dict())
+            _run_all(config, state.seeds, files)
             return finish_campaign(config)
 
 
-def _run_all(config: Config, seeds: list[int], config_file: Path, data_file: Path) -> None:
-    (system_dir(config) / BENCHMARK).mkdir(exist_ok=True)
-    todo = [i for i in range(len(seeds)) if not result_path(config, i).is_file()]
+def _run_all(config: Config, seeds: list[int], files: CampaignFolder) -> None:
+    files.benchmark.mkdir(exist_ok=True)
+    todo = [i for i in range(len(seeds)) if not files.result(i).is_file()]
     for i in range(len(seeds)):
         if i not in todo:
-            print(f"[campaign] run {i + 1}/{len(seeds)} already complete: {result_path(config, i)}")
+            print(f"[campaign] run {i + 1}/{len(seeds)} already complete: {files.result(i)}")
     durations: list[float] = []
     for position, index in enumerate(todo):
-        final = result_path(config, index)
-        partial = final.with_name(final.name + ".partial")
-        if partial.exists():
-            runs.set_aside(partial, system_dir(config) / "attempts", final.stem, f"run {index + 1}",
-                           events=tensorboard_dir(config, index))
+        run = files.run(index)
+        if run.partial.exists():
+            runs.set_aside(run, files.attempts, run.result.stem, f"run {index + 1}")
         eta = ""
         if durations:
             eta = f"; campaign ETA {sum(durations) / len(durations) * (len(todo) - position):.1f} min"
         print(f"[campaign] run {index + 1}/{len(seeds)}, seed {seeds[index]}{eta}", flush=True)
         started = time.monotonic()
-        runs.run_once(config, [
-            "--config", str(config_file), "--data", str(data_file), "--run-index", str(index),
-            "--runs", str(len(seeds)), "--seed", str(seeds[index]),
-            "--remaining", str(len(todo) - position - 1), "--progress", str(progress_records(config, index)),
-            *tracking_target(config, index)],
-            final, f"run {index + 1}", progress_log(config, index))
+        args = TrainArgs(files.config, files.data, run_index=index, runs=len(seeds), seed=seeds[index],
+                         remaining=len(todo) - position - 1, progress=run.records,
+                         track=tracking_target(config, index))
+        runs.run_once(config, args, run, f"run {index + 1}")
         durations.append((time.monotonic() - started) / 60)
     if not todo and config.num_nodes > 1:
-        runs.launch(config, ["--config", str(config_file), "--data", str(data_file), "--finish"])
+        runs.launch(config, TrainArgs(files.config, files.data, finish=True))
+
+
+def tracking_target(config: Config, index: int) -> Target | None:
+    """Where run `index`'s trackers write: its TensorBoard folder, W&B's files in the system
+    folder, the campaign as W&B's group; None without a tracker."""
+    run = campaign_folder(config).run(index)
+    return Target(tuple(config.trackers), str(run.events), str(run.wandb), f"run_{index}",
+                  config.system_name) if config.trackers else None
 
 
 def follow_campaign(config: Config) -> int:
     """Nodes other than 0: join each run that node 0 starts until it says the campaign is over."""
     from .data.prepare import prepare
 
-    folder = system_dir(config)
-    folder.mkdir(parents=True, exist_ok=True)
-    node = f"node{config.node_rank}"       # followers sharing one results_dir keep apart
-    data_file = folder / f"data.{node}.json"
+    files = campaign_folder(config)
+    files.path.mkdir(parents=True, exist_ok=True)
+    config_file, data_file, state_file = files.follower_files(config.node_rank)
     write_json(data_file, prepare(config, world_size=config.world_size).to_dict())
-    config_file, state_file = folder / f"config.{node}.json", folder / f"state.{node}.json"
     write_json(config_file, config.to_dict())
     while True:
         state_file.unlink(missing_ok=True)
         cleared = runs.clear_cache(config)
-        rc = runs.launch(config, ["--config", str(config_file), "--data", str(data_file),
-                              "--follow", "--state", str(state_file), "--cache-cleared", str(int(cleared))])
+        rc = runs.launch(config, TrainArgs(config_file, data_file, follow=True, state=state_file,
+                                           cache_cleared=cleared))
         if rc != 0 or not state_file.is_file():
             raise CampaignError(f"node {config.node_rank}: a run failed (torchrun exit code {rc}); "
                                 "node 0's log says which. Re-run the same command on every node.")
@@ -191,14 +191,15 @@ def finish_campaign(config: Config) -> int:
     """Score, compare systems, and package; print where everything is."""
     from . import comparison, package, score
 
-    folder = system_dir(config)
+    files = campaign_folder(config)
+    folder = files.path
     summary = score.summarize(folder, config.price_usd_per_hour)
     score.write_summary(folder, summary)
-    comparison.write_comparison(results_root(config))
+    comparison.write_comparison(results_root(config).path)
     from .report.campaign_report import write_report
-    print(f"[campaign] results: {folder / BENCHMARK}\n[campaign] summary: {folder / SUMMARY_TEXT}\n"
+    print(f"[campaign] results: {files.benchmark}\n[campaign] summary: {files.summary_text}\n"
           f"[campaign] report with plots: {write_report(folder, config.price_usd_per_hour)}")
-    print((folder / SUMMARY_TEXT).read_text())
+    print(files.summary_text.read_text())
     all_reached = all(run.status == "success" for run in summary.runs)
     if not config.package:
         return 0 if all_reached else 1
@@ -209,8 +210,8 @@ def finish_campaign(config: Config) -> int:
         print("[campaign] note: in the open division the official result_summarizer does not "
               "check accuracy and would time the aborted run as if it had converged; "
               "summary.md drops it, as MLPerf scores a run that missed its target")
-    packages = results_root(config) / "package"
-    built = package.build_package(results_root(config), [config.system_name], config.org,
+    packages = results_root(config).packages
+    built = package.build_package(results_root(config).path, [config.system_name], config.org,
                                   packages, REPO_ROOT)
     print(f"[campaign] package: {built.path} (passes the MLPerf checkers)" if built.passed else
           "[campaign] package: " + package.failure_text(built, packages / config.org))
@@ -219,12 +220,10 @@ def finish_campaign(config: Config) -> int:
 
 def dry_run(config: Config) -> str:
     """The resolved configuration and the torchrun command a run would use."""
-    folder = system_dir(config)
-    args = ["--config", str(folder / "config.json"), "--data", str(folder / "data.json"),
-            "--run-index", "0", "--runs", str(config.runs), "--seed", "<seed>",
-            "--result", str(result_path(config, 0))]
+    files = campaign_folder(config)
+    args = TrainArgs(files.config, files.data, run_index=0, runs=config.runs, result=files.result(0))
     resolved = json.dumps(config.to_dict(), indent=2)
-    command = " ".join(shlex.quote(part) for part in runs.torchrun_command(config, args))
+    command = " ".join(shlex.quote(part) for part in runs.torchrun_command(config, args, {"seed": "<seed>"}))
     return (f"{resolved}\n\ntorchrun command for run 1 (on node {config.node_rank}):\n{command}\n\n"
             "system_description: the fields it leaves empty are read from this machine when a run "
             "writes system.json (`python -m submission describe` prints it)")

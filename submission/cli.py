@@ -28,6 +28,7 @@ from typing import Callable
 from .config import REPO_ROOT, ConfigError, parse_overrides, resolve
 from .options import help_text, parse
 from .results import CampaignError
+from .run_folder import CampaignFolder, ResultsRoot
 
 
 def _resolve(words: list[str]):
@@ -80,19 +81,18 @@ def cmd_score(words: list[str]) -> int:
     score.require_result_files(folder)
     summary = score.summarize(folder, options["price_usd_per_hour"], options["ruleset"])
     score.write_summary(folder, summary)
-    print((folder / "summary.md").read_text())
+    print(CampaignFolder(folder).summary_text.read_text())
     return 0 if summary.valid else 1
 
 
 def cmd_compare(words: list[str]) -> int:
     from . import comparison
-    from .results import result_files
     if len(words) > 1:
         raise ConfigError(f"compare takes one results folder (default results/), not {' '.join(words)}")
     root = Path(words[0]) if words else REPO_ROOT / "results"
     if not root.is_dir():
         raise ConfigError(f"{root} is not a folder: compare takes the results root (results/)")
-    if result_files(root):
+    if CampaignFolder(root).result_files():
         raise ConfigError(f"{root} is one system's results: compare takes the folder above it "
                           f"({root.parent}); `python -m submission score {root}` scores this one")
     print(comparison.compare_systems(root))
@@ -108,7 +108,7 @@ def cmd_package(words: list[str]) -> int:
                           + (f", not {' '.join(names)}" if names else ""))
     org = options["org"] or resolve().org
     results = Path(options["results"]) if options["results"] else REPO_ROOT / "results"
-    out = Path(options["out"]) if options["out"] else results / "package"
+    out = Path(options["out"]) if options["out"] else ResultsRoot(results).packages
     built = package.build_package(results, names, org, out, REPO_ROOT)
     if not built.passed:
         print("package: " + package.failure_text(built, out / org))

@@ -6,7 +6,8 @@ from pathlib import Path
 from typing import Any
 
 from . import published, score
-from .results import CampaignError, read_campaign, read_summary, result_files
+from .results import CampaignError, read_campaign, read_summary
+from .run_folder import CampaignFolder
 
 
 def compare_systems(results_dir: Path, prices: dict[str, float] | None = None) -> str:
@@ -16,7 +17,7 @@ def compare_systems(results_dir: Path, prices: dict[str, float] | None = None) -
     for system_dir in sorted(p for p in Path(results_dir).iterdir() if p.is_dir()):
         try:
             summary = (score.summarize(system_dir, (prices or {}).get(system_dir.name))
-                       if result_files(system_dir) else read_summary(system_dir))
+                       if CampaignFolder(system_dir).result_files() else read_summary(system_dir))
             if summary is None:
                 continue
             campaign = read_campaign(system_dir)

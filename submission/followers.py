@@ -10,21 +10,12 @@ campaign is over.
 """
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
-from pathlib import Path
 
 from . import distributed as dist_utils
 from .config import Config
 from .jsonfile import write_json
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The trainer's command-line options of the handshake."""
-    parser.add_argument("--follow", action="store_true", help="node > 0: take the run from rank 0")
-    parser.add_argument("--finish", action="store_true", help="tell followers the campaign is over")
-    parser.add_argument("--remaining", type=int, default=0, help="runs left after this one")
-    parser.add_argument("--state", default="", help="follower: where to record runs remaining")
+from .train_args import TrainArgs
 
 
 @dataclass(frozen=True)
@@ -43,18 +34,19 @@ class RunSpec:
         return self.named or f"[run {self.run_index + 1}/{self.runs} seed {self.seed}]"
 
 
-def agree_on_run(args: argparse.Namespace, config: Config, local_rank: int) -> RunSpec:
-    """Rank 0's run (from its command line: --run-index, --runs, --seed, --cache-cleared,
-    --finish, --remaining) on every rank. A follower takes rank 0's configuration, and its
-    local rank 0 records in --state how many runs remain (0 once the campaign is over)."""
+def agree_on_run(args: TrainArgs, config: Config, local_rank: int) -> RunSpec:
+    """Rank 0's run (from its command line: run index, runs, seed, cache cleared, finish,
+    remaining; run 0 of 1 with seed 0 where it names none) on every rank. A follower takes
+    rank 0's configuration, and its local rank 0 records in its state file how many runs
+    remain (0 once the campaign is over)."""
     spec = dist_utils.broadcast_object({
-        "run_index": args.run_index, "runs": args.runs, "seed": args.seed,
-        "finish": args.finish, "remaining": args.remaining, "config": config.to_dict(),
-        "cache_cleared": args.cache_cleared, "label": args.label})
+        "run_index": args.run_index or 0, "runs": args.runs or 1, "seed": args.seed or 0,
+        "finish": args.finish, "remaining": args.remaining or 0, "config": config.to_dict(),
+        "cache_cleared": bool(args.cache_cleared), "label": args.label or ""})
     if args.follow:
         config = Config.from_dict(spec["config"])
         if args.state and local_rank == 0:
             remaining = 0 if spec["finish"] else spec["remaining"]
-            write_json(Path(args.state), {"remaining": remaining})
+            write_json(args.state, {"remaining": remaining})
     return RunSpec(spec["run_index"], spec["runs"], spec["seed"], config,
                    bool(spec["cache_cleared"]), bool(spec["finish"]), spec["label"])

@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from .config import folder_name_problem
+from .results import RULESET, CampaignRecord, read_campaign
+from .run_folder import BENCHMARK, ResultsRoot
 from .system_descriptor import SystemDescriptor
-from .results import BENCHMARK, CAMPAIGN_RECORD, RULESET, CampaignRecord, read_campaign, result_files
 
 DEFAULT_IMPL = "pytorch-ffcv-mild"
 CODE_FILES = ("run_and_time.sh", "setup.cfg", "pyproject.toml")
@@ -139,19 +140,20 @@ class _System:
 def _load_system(results_dir: Path, name: str, org: str) -> _System:
     from .system_json import for_ruleset
 
-    folder = results_dir / name
+    files = ResultsRoot(results_dir).campaign(name)
+    folder = files.path
     if not name or Path(name).name != name or name.startswith("."):
         hint = (f"; for {name}, pass results={Path(name).parent} {Path(name).name}"
                 if Path(name).name and not Path(name).name.startswith(".") else "")
         raise ValueError(f"{name!r} is not a system name (a folder directly under {results_dir}){hint}")
     if not folder.is_dir():
         raise ValueError(f"cannot package system {name!r}: no results folder {folder}")
-    results = result_files(folder)
+    results = files.result_files()
     if not results:
         raise ValueError(f"cannot package system {name!r}: it has no results "
-                         f"(no result_*.txt in {folder / BENCHMARK}); run its campaign first")
-    system_file = folder / "system.json"
-    campaign_file = folder / CAMPAIGN_RECORD
+                         f"(no result_*.txt in {files.benchmark}); run its campaign first")
+    system_file = files.system
+    campaign_file = files.record
     for needed, what in ((system_file, "the system description as run"),
                          (campaign_file, "the configuration the runs used")):
         if not needed.is_file():
@@ -159,6 +161,8 @@ def _load_system(results_dir: Path, name: str, org: str) -> _System:
     description = SystemDescriptor.from_json(for_ruleset(_read_json(system_file), RULESET)).replaced(
         submitter=org)
     campaign = read_campaign(folder)
+    if campaign is None:        # its file was found above; read_campaign says None only without one
+        raise ValueError(f"cannot package system {name!r}: {campaign_file} is missing")
 
     # The logs cannot be edited: refuse a package that would contradict them.
     logged = _logged_submission(results[0])
@@ -257,10 +261,9 @@ def _readme(impl: str, systems: list[_System], org: str, repo_root: Path) -> str
               "data and runs the 5 timed runs; results go to `results/<system_name>/resnet/`. "
               "To repeat the exact seeds of these runs, add them:", "", "```"]
     for system in systems:
-        seeds = system.campaign.seeds
-        if seeds:
+        if system.campaign.seeds:
             lines.append(f"./run_and_time.sh system={system.short_name} "
-                         f"seeds={','.join(str(s) for s in seeds)}")
+                         f"seeds={','.join(str(s) for s in system.campaign.seeds)}")
     lines += ["```", "",
               "`configs/<system_name>.json` is each campaign's record (campaign.json): seeds and "
               "every resolved setting, with the system description as run. "

@@ -1,15 +1,10 @@
-"""The results folder: where a campaign's files lie, its two records (the campaign's and the
-summary, each one type written and read here), and the error every reader of it raises.
+"""The results folder: its two records (the campaign's and the summary, each one type written
+and read here), the error every reader of it raises, and where a configuration's campaign
+lies (its files by name: submission.run_folder).
 
     <results_dir>/<system_name>/
       campaign.json                 CampaignRecord: seeds, the settings the campaign started with
-      config.json, data.json, system.json   (written with jsonfile.write_json)
-      resnet/result_<i>.txt         complete runs only (an MLPerf benchmark folder)
       summary.md, summary.json      Summary: per-run figures and the score
-      progress/run_<i>.log          a run's printed output, for people
-      progress/run_<i>.jsonl        rank 0's progress records, as data
-      tensorboard/run_<i>/          a run's TensorBoard events (tracker=tensorboard)
-      wandb/                        W&B's own files of the runs (tracker=wandb)
 
 The campaign writes here; score, report and package read it. This module sits below
 all of them and imports none of them, so that they share it without importing one
@@ -19,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,14 +21,11 @@ from typing import Any
 
 from .config import Config, in_repository
 from .jsonfile import record_from_dict, write_json
-from .tracking import Target
+from .run_folder import CampaignFolder, ResultsRoot
 
-BENCHMARK = "resnet"          # the MLPerf benchmark folder of result files
 # the round of the Mosaic entry: its parser reads the logs (the file format is the same in
 # every round) and its vocabulary the system files of a package
 RULESET = "2.0.0"
-CAMPAIGN_RECORD, SUMMARY_RECORD, SUMMARY_TEXT = "campaign.json", "summary.json", "summary.md"
-_RESULT_NAME = re.compile(r"^result_(\d+)\.txt$")
 
 
 class CampaignError(RuntimeError):
@@ -54,39 +45,14 @@ def read_json(path: Path) -> dict:
             "the folder aside to start a new campaign; result files are never edited.") from None
 
 
-def results_root(config: Config) -> Path:
+def results_root(config: Config) -> ResultsRoot:
     """results_dir, relative to the repository unless absolute."""
-    return in_repository(config.results_dir)
+    return ResultsRoot(in_repository(config.results_dir))
 
 
-def system_dir(config: Config) -> Path:
-    """results/<system_name>/: one campaign's folder."""
-    return results_root(config) / config.system_name
-
-
-def result_name(index: int) -> str:
-    return f"result_{index}.txt"
-
-
-def result_index(path: Path | str) -> str | None:
-    """The run index in a result file's name ("3" of result_3.txt), None for another name."""
-    found = _RESULT_NAME.match(Path(path).name)
-    return found.group(1) if found else None
-
-
-def result_path(config: Config, index: int) -> Path:
-    """The MLPerf result file of run `index` (0-based), present once the run is complete."""
-    return system_dir(config) / BENCHMARK / result_name(index)
-
-
-def result_files(folder: Path) -> list[Path]:
-    """folder/resnet/result_<i>.txt, in run order (result_10 after result_9)."""
-    benchmark = Path(folder) / BENCHMARK
-    if not benchmark.is_dir():
-        return []
-    found = [(int(index), p) for p in benchmark.iterdir()
-             if p.is_file() and (index := result_index(p)) is not None]
-    return [p for _, p in sorted(found)]
+def campaign_folder(config: Config) -> CampaignFolder:
+    """results/<system_name>/: the configuration's campaign."""
+    return results_root(config).campaign(config.system_name)
 
 
 # ---- the campaign's record ---------------------------------------------------------
@@ -118,7 +84,7 @@ class CampaignRecord:
 def read_campaign(folder: Path) -> CampaignRecord | None:
     """folder/campaign.json, or None when there is none (foreign logs); a damaged one is a
     CampaignError naming it, never read as missing: its price and target count."""
-    path = Path(folder) / CAMPAIGN_RECORD
+    path = CampaignFolder(Path(folder)).record
     if not path.is_file():
         return None
     data = read_json(path)
@@ -132,7 +98,7 @@ def read_campaign(folder: Path) -> CampaignRecord | None:
 
 
 def write_campaign(folder: Path, record: CampaignRecord) -> None:
-    write_json(Path(folder) / CAMPAIGN_RECORD, record.to_dict())
+    write_json(CampaignFolder(Path(folder)).record, record.to_dict())
 
 
 # ---- the summary -------------------------------------------------------------------
@@ -177,8 +143,8 @@ class Summary:
     @property
     def campaign_kwh(self) -> float | None:
         """The runs' energy added up, in kWh; None unless every run's was measured."""
-        joules = [r.energy_j for r in self.runs]
-        return sum(joules) / 3.6e6 if joules and None not in joules else None
+        joules = [r.energy_j for r in self.runs if r.energy_j is not None]
+        return sum(joules) / 3.6e6 if joules and len(joules) == len(self.runs) else None
 
     @property
     def energy_note(self) -> str:
@@ -203,7 +169,8 @@ class Summary:
 
 def write_summary(folder: Path, summary: Summary, markdown: str) -> tuple[Path, Path]:
     """folder/summary.md (`markdown`, for people) and folder/summary.json (the record)."""
-    md, js = Path(folder) / SUMMARY_TEXT, Path(folder) / SUMMARY_RECORD
+    files = CampaignFolder(Path(folder))
+    md, js = files.summary_text, files.summary_record
     md.write_text(markdown)
     write_json(js, summary.to_dict())
     return md, js
@@ -211,7 +178,7 @@ def write_summary(folder: Path, summary: Summary, markdown: str) -> tuple[Path, 
 
 def read_summary(folder: Path) -> Summary | None:
     """folder/summary.json, or None when there is none; a damaged one is a CampaignError."""
-    path = Path(folder) / SUMMARY_RECORD
+    path = CampaignFolder(Path(folder)).summary_record
     if not path.is_file():
         return None
     redo = f"`python -m submission score {folder}` writes it again from the result files"
@@ -221,31 +188,3 @@ def read_summary(folder: Path) -> Summary | None:
         raise CampaignError(f"{path} is not valid JSON (line {exc.lineno}: {exc.msg}); {redo}") from None
     except (TypeError, AttributeError) as exc:
         raise CampaignError(f"{path} is not a summary record ({exc}); {redo}") from None
-
-
-def run_progress(folder: Path, index: int | str, suffix: str) -> Path:
-    """progress/run_<index><suffix> of a system folder: ".log" for the printed output,
-    ".jsonl" for the records."""
-    return Path(folder) / "progress" / f"run_{index}{suffix}"
-
-
-def progress_log(config: Config, index: int) -> Path:
-    """The printed output of run `index` (every rank's lines, as the terminal showed them)."""
-    return run_progress(system_dir(config), index, ".log")
-
-
-def progress_records(config: Config, index: int) -> Path:
-    """Rank 0's machine-readable progress of run `index` (JSON lines, submission.progress)."""
-    return run_progress(system_dir(config), index, ".jsonl")
-
-
-def tensorboard_dir(config: Config, index: int) -> Path:
-    """Run `index`'s TensorBoard events (tracker=tensorboard)."""
-    return system_dir(config) / "tensorboard" / f"run_{index}"
-
-
-def tracking_target(config: Config, index: int) -> list[str]:
-    """Run `index`'s tracking argument for submission.train: its TensorBoard folder, W&B's
-    files in the system folder, the campaign as W&B's group."""
-    return Target(tuple(config.trackers), str(tensorboard_dir(config, index)), str(system_dir(config)),
-                  f"run_{index}", config.system_name).argv()

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
 import fcntl
 import os
@@ -26,7 +27,9 @@ from .config import REPO_ROOT, Config
 from .inventory import cpu_threads
 from .preflight import LaunchPlan, launch_plan
 from .results import CampaignError, read_json
+from .run_folder import RunFiles
 from .system_json import run_description
+from .train_args import TrainArgs
 
 
 STOP_GRACE_S = 60     # after Ctrl-C, how long the workers get to log run_stop and exit
@@ -36,9 +39,9 @@ def stamp() -> str:
     return datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
 
 
-def torchrun_command(config: Config, train_args: list[str]) -> list[str]:
+def torchrun_command(config: Config, train_args: TrainArgs, shown: dict[str, str] | None = None) -> list[str]:
     """torchrun (through submission.launcher: the same, quiet when interrupted) running
-    submission.train with `train_args` on this node."""
+    submission.train with `train_args` on this node (`shown`: TrainArgs.to_argv's)."""
     launcher = [sys.executable, "-m", "submission.launcher",
                 f"--nproc_per_node={config.processes_per_node}", "--max_restarts=0"]
     if config.num_nodes == 1:
@@ -46,7 +49,7 @@ def torchrun_command(config: Config, train_args: list[str]) -> list[str]:
     else:
         launcher += [f"--nnodes={config.num_nodes}", f"--node_rank={config.node_rank}",
                      f"--master_addr={config.master_addr}", f"--master_port={config.master_port}"]
-    return launcher + ["-m", "submission.train", *train_args]
+    return launcher + ["-m", "submission.train", *train_args.to_argv(shown)]
 
 
 def clear_cache(config: Config, say: str = "[campaign]") -> bool:
@@ -101,20 +104,20 @@ def terminate_as_interrupt():
             signal.signal(sig, handler)
 
 
-def run_once(config: Config, train_args: list[str], final: Path, what: str,
-             progress: Path, say: str = "[campaign]") -> None:
+def run_once(config: Config, train_args: TrainArgs, files: RunFiles, what: str, say: str = "[campaign]") -> None:
     """One run, as a campaign and a tradeoff launch it: the page cache cleared, torchrun
-    started on submission.train with `train_args` (its --result is `final`), the output kept
-    in `progress`; a CampaignError saying what to do when it does not end with `final`."""
+    started on submission.train with `train_args` (its result is `files.result`), the output
+    kept in `files.transcript`; a CampaignError saying what to do when it does not end with
+    its result file."""
     cleared = clear_cache(config, say)
-    rc = launch(config, [*train_args, "--result", str(final), "--cache-cleared", str(int(cleared))],
-                progress=progress)
-    if rc == 0 and final.is_file():
+    rc = launch(config, dataclasses.replace(train_args, result=files.result, cache_cleared=cleared),
+                progress=files.transcript)
+    if rc == 0 and files.result.is_file():
         return
     from .out_of_memory import reported
-    partial = final.with_name(final.name + ".partial")
+    partial, transcript = files.partial, files.transcript
     kept = f"its partial log is {partial}" if partial.exists() else "no log was written"
-    memory = reported(progress.read_text(errors="replace") if progress.is_file() else "")
+    memory = reported(transcript.read_text(errors="replace") if transcript.is_file() else "")
     if memory:
         raise CampaignError(
             f"{what} failed (torchrun exit code {rc}): out of memory; {kept}. "
@@ -125,7 +128,7 @@ def run_once(config: Config, train_args: list[str], final: Path, what: str,
         "re-run the same command: complete runs are kept, this one is redone.")
 
 
-def launch(config: Config, train_args: list[str], progress: Path | None = None) -> int:
+def launch(config: Config, train_args: TrainArgs, progress: Path | None = None) -> int:
     """One torchrun job; with `progress`, its output also goes to that file (the run's
     transcript: results/<system>/progress/run_<i>.log). Ctrl-C (or SIGTERM) stops it
     cleanly: torchrun, in a session of its own so that the signal reaches the campaign
@@ -313,16 +316,15 @@ def _same_size(before: str, after: str) -> bool:
     return abs(old - new) <= max(2**30, 0.03 * old)
 
 
-def set_aside(partial: Path, attempts: Path, stem: str, what: str, say: str = "[campaign]",
-              events: Path | None = None) -> Path:
+def set_aside(run: RunFiles, attempts: Path, stem: str, what: str, say: str = "[campaign]") -> Path:
     """Move the interrupted log of `what` ("run 2") into `attempts` as <stem>-<time>.txt
-    (kept, never deleted), said on a line; its TensorBoard folder `events`, where it has one,
-    beside it as <stem>-<time>-tensorboard (the run again would add to its series)."""
+    (kept, never deleted), said on a line; its TensorBoard folder, where it has one, beside
+    it as <stem>-<time>-tensorboard (the run again would add to its series)."""
     attempts.mkdir(parents=True, exist_ok=True)
     when = stamp()
     kept = attempts / f"{stem}-{when}.txt"
-    partial.rename(kept)
-    if events is not None and events.exists():
-        events.rename(attempts / f"{stem}-{when}-tensorboard")
+    run.partial.rename(kept)
+    if run.events.exists():
+        run.events.rename(attempts / f"{stem}-{when}-tensorboard")
     print(f"{say} {what} was incomplete: its log is kept at {kept}; redoing it", flush=True)
     return kept

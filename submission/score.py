@@ -26,8 +26,8 @@ from typing import Any
 from .costs import usd
 from .energy import Energy
 from .progress import read_progress, run_energy
-from .results import (BENCHMARK, RULESET, RunResult, Summary, read_campaign, result_files, result_index,
-                      run_progress)
+from .results import RULESET, RunResult, Summary, read_campaign
+from .run_folder import BENCHMARK, CampaignFolder
 from .results import write_summary as write_summary_files
 
 REQUIRED_RUNS = 5           # mlperf_logging.benchmark_meta: training resnet
@@ -38,15 +38,15 @@ SCORE_RULE = (f"MLPerf olympic mean of {REQUIRED_RUNS} runs (run_stop - run_star
 
 # ---------------------------------------------------------------------------
 def require_result_files(system_dir: Path) -> list[Path]:
-    """result_files(system_dir), or a ValueError saying which folder to give instead."""
+    """system_dir's result files, or a ValueError saying which folder to give instead."""
     system_dir = Path(system_dir)
-    files = result_files(system_dir)
+    files = CampaignFolder(system_dir).result_files()
     if files:
         return files
     hint = "give a results/<system_name> folder"
-    if system_dir.name == BENCHMARK and result_files(system_dir.parent):
+    if system_dir.name == BENCHMARK and CampaignFolder(system_dir.parent).result_files():
         hint = f"give the folder above it, {system_dir.parent}"
-    elif systems := sorted(d.name for d in system_dir.glob("*/") if result_files(d)):
+    elif systems := sorted(d.name for d in system_dir.glob("*/") if CampaignFolder(d).result_files()):
         hint = (f"it holds the systems {', '.join(systems)}: give one of them, "
                 f"e.g. {system_dir / systems[0]}")
     raise ValueError(f"{system_dir} holds no {BENCHMARK}/result_*.txt: {hint}")
@@ -103,8 +103,7 @@ def run_energy_of(result: Path) -> Energy:
     """The energy of the run whose MLPerf log is `result` (resnet/result_<i>.txt), from the
     progress records beside it (progress/run_<i>.jsonl); never a guess: a run without a
     record says why."""
-    index = result_index(result)
-    records = run_progress(Path(result).parent.parent, index, ".jsonl") if index is not None else None
+    records = CampaignFolder(Path(result).parent.parent).progress_of(result)
     if records is None or not records.is_file():
         return Energy(None, 0.0, not_measured="no progress records beside the log "
                                               "(progress/run_<i>.jsonl)")
@@ -133,7 +132,7 @@ def scaling_factor(system_dir: Path) -> float:
     """The summarizer's factor from system_dir/resnet/scaling.json (1.0 without the file)."""
     from mlperf_logging.result_summarizer.result_summarizer import _get_scaling_factor
 
-    folder = Path(system_dir) / BENCHMARK
+    folder = CampaignFolder(Path(system_dir)).benchmark
     try:
         return float(_get_scaling_factor(str(folder)))
     except (ValueError, KeyError, TypeError) as exc:
@@ -157,7 +156,8 @@ def summarize(system_dir: Path, price_usd_per_hour: float | None = 0.0,
     """
     system_dir = Path(system_dir)
     price = float(price_usd_per_hour or 0.0) or _campaign_price(system_dir)
-    runs = [_with_energy(read_run(p, price, ruleset), run_energy_of(p)) for p in result_files(system_dir)]
+    runs = [_with_energy(read_run(p, price, ruleset), run_energy_of(p))
+            for p in CampaignFolder(system_dir).result_files()]
     factor = scaling_factor(system_dir)
     score, dropped = olympic_score(runs)
     if score is not None:
@@ -166,7 +166,7 @@ def summarize(system_dir: Path, price_usd_per_hour: float | None = 0.0,
     reasons = []
     n = len(runs)
     if n == 0:
-        reasons.append(f"no result files in {system_dir / BENCHMARK}")
+        reasons.append(f"no result files in {CampaignFolder(system_dir).benchmark}")
     elif n < REQUIRED_RUNS:
         reasons.append(f"only {n} run{'s' if n != 1 else ''}: MLPerf ResNet needs exactly {REQUIRED_RUNS}")
     elif n > REQUIRED_RUNS:

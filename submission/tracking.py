@@ -81,9 +81,9 @@ class Target:
     name: str
     group: str
 
-    def argv(self) -> list[str]:
-        """The run's command-line argument (submission.train --track)."""
-        return ["--track", json.dumps(asdict(self))] if self.trackers else []
+    def to_arg(self) -> str:
+        """The run's command-line argument (submission.train --track; read by from_arg)."""
+        return json.dumps(asdict(self))
 
     @classmethod
     def from_arg(cls, text: str) -> "Target | None":

@@ -4,6 +4,8 @@
     python -m torch.distributed.run ... -m submission.train --config C --data D \
         --run-index I --seed S --result results/<system>/resnet/result_I.txt
 
+(its arguments: submission.train_args.TrainArgs, which the campaign writes them with)
+
 Rank 0 writes the MLPerf log to `<result>.partial` and renames it to `<result>` once
 run_stop is written (status success, or aborted when the epoch budget ends below the
 target). An interrupted or crashed run logs run_stop aborted with the reason and keeps
@@ -15,7 +17,6 @@ the campaign is over, --finish) and with which settings (submission.followers).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import sys
@@ -33,12 +34,14 @@ from .data import ffcv_loaders, ffcv_threads, fingerprint
 from .data.data_json import PreparedData
 from .data.prepare import cache_folder
 from .data.run_loaders import run_loaders
-from .followers import RunSpec, add_arguments, agree_on_run
+from .followers import RunSpec, agree_on_run
 from .mlperf_log import RunLog
 from .progress import Reporter
+from .run_folder import PARTIAL
 from .run_plan import RunPlan
 from .step import RecipeStep, build_step
 from .stop_signals import INTERRUPTED_EXIT, STOP, Interrupted, die_with_parent
+from .train_args import TrainArgs
 from .warmup import compiled, compiled_graphs, warm_up, warm_up_loaders
 
 
@@ -226,32 +229,11 @@ def agreed_stop(config: Config, loss, run_start: float, reached: bool, step: int
 
 
 # ---------------------------------------------------------------------------
-def parse_args(argv):
-    parser = argparse.ArgumentParser(prog="python -m submission.train", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", required=True, help="resolved configuration (JSON)")
-    parser.add_argument("--data", required=True, help="prepared data description (JSON)")
-    parser.add_argument("--run-index", type=int, default=0)
-    parser.add_argument("--runs", type=int, default=1, help="runs in the campaign (for labels)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--result", default="", help="final result file path (rank 0)")
-    parser.add_argument("--cache-cleared", type=int, default=0)
-    add_arguments(parser)
-    parser.add_argument("--save-weights", default="", help="folder: each rank saves its final weights")
-    parser.add_argument("--label", default="", help="what the run's lines start with "
-                        "(default: [run I/N seed S])")
-    parser.add_argument("--progress", default="", metavar="FILE",
-                        help="rank 0 writes machine-readable progress (JSON lines) here")
-    parser.add_argument("--track", default="", metavar="JSON",
-                        help="where rank 0's trackers write (submission.tracking.Target)")
-    return parser.parse_args(argv)
-
-
 def main(argv=None) -> int:
-    args = parse_args(argv)
+    args = TrainArgs.parse(argv, __doc__)
     STOP.install()
     die_with_parent()
-    prepared_with = Config.from_dict(json.loads(Path(args.config).read_text()))
+    prepared_with = Config.from_dict(json.loads(args.config.read_text()))
     ctx = dist_utils.setup(prepared_with.device_type)
     # prepared_with: this node's own settings, those its data was prepared with
     spec = agree_on_run(args, prepared_with, ctx.local_rank)
@@ -259,24 +241,22 @@ def main(argv=None) -> int:
         dist_utils.cleanup()
         return 0
     config = spec.config
-    partial = Path(args.result + ".partial") if ctx.is_main and args.result else None
+    partial = Path(f"{args.result}{PARTIAL}") if ctx.is_main and args.result else None
     log = RunLog(str(partial) if partial else None)
     trackers = None
     try:
         log.init_start(cache_cleared=spec.cache_cleared)
         log.submission(config)
-        check_ranks_alike(ctx, args.data, prepared_with)
-        data = PreparedData.load(Path(args.data))
+        check_ranks_alike(ctx, str(args.data), prepared_with)
+        data = PreparedData.load(args.data)
         if ctx.is_main:
-            trackers = tracking.open_tracking(tracking.Target.from_arg(args.track), config.settings,
-                                              spec.label)
-        outcome = train_run(config, data, ctx, spec.seed, log, spec.label,
-                            progress_file=Path(args.progress) if args.progress else None,
+            trackers = tracking.open_tracking(args.track, config.settings, spec.label)
+        outcome = train_run(config, data, ctx, spec.seed, log, spec.label, progress_file=args.progress,
                             trackers=trackers)
         if args.save_weights:
-            Path(args.save_weights).mkdir(parents=True, exist_ok=True)
+            args.save_weights.mkdir(parents=True, exist_ok=True)
             torch.save({"model": outcome.model.state_dict(), "eval_model": outcome.eval_model.state_dict()},
-                       Path(args.save_weights) / f"rank{ctx.rank}.pt")
+                       args.save_weights / f"rank{ctx.rank}.pt")
     except (Interrupted, KeyboardInterrupt) as exc:
         return interrupted(log, spec, partial, str(exc) or "SIGINT")
     except Exception as exc:
@@ -294,7 +274,7 @@ def main(argv=None) -> int:
         if trackers is not None:
             trackers.close()        # what was kept until the run ended, even when it did not finish
     log.close()
-    if partial:
+    if partial and args.result:
         partial.rename(args.result)
         verdict = ("reached the target" if outcome.success else "trained its whole budget (no target)"
                    if config.target_accuracy is None else "ABORTED: target not reached")

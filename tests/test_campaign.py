@@ -16,7 +16,7 @@ from conftest import (REPO, campaign_from_a_terminal, child_env, descendants, fi
 from submission import campaign, runs
 from submission.config import resolve
 from submission.jsonfile import write_json
-from submission.results import CampaignError, result_path, system_dir
+from submission.results import CampaignError, campaign_folder
 from submission.system_json import run_description
 
 pytestmark = pytest.mark.timeout(900)
@@ -132,8 +132,8 @@ def test_second_campaign_on_the_same_results_is_locked_out(tmp_path, cache_dir):
 def record(config):
     from submission import campaign
     state = campaign.new_campaign_state(config)
-    system_dir(config).mkdir(parents=True, exist_ok=True)
-    write_json(system_dir(config) / "campaign.json", state.to_dict())
+    campaign_folder(config).path.mkdir(parents=True, exist_ok=True)
+    write_json(campaign_folder(config).path / "campaign.json", state.to_dict())
     return state
 
 
@@ -143,7 +143,7 @@ def test_new_campaign_archives_instead_of_overwriting(tmp_path):
     first = resolve("cpu", {"results_dir": str(tmp_path), "runs": "2", "seeds": "1,2"})
     assert campaign.load_campaign(first) is None
     assert record(first).seeds == [1, 2]
-    done = result_path(first, 0)
+    done = campaign_folder(first).result(0)
     done.parent.mkdir(parents=True)
     done.write_text("a finished run\n")
     # same settings: resumed, seeds kept; other seeds without new_campaign: refused
@@ -172,9 +172,9 @@ def test_runs_made_on_other_hardware_are_not_resumed_under_a_new_description(tmp
     config = resolve("cpu", {"results_dir": str(tmp_path), "runs": "2", "seeds": "1,2"})
     record(config)
     recorded = run_description(config)
-    write_json(system_dir(config) / "system.json", {**recorded, "host_processor_vcpu_count": "64"})
+    write_json(campaign_folder(config).path / "system.json", {**recorded, "host_processor_vcpu_count": "64"})
     assert campaign.load_campaign(config).seeds == [1, 2]     # no complete run yet
-    done = result_path(config, 0)
+    done = campaign_folder(config).result(0)
     done.parent.mkdir(parents=True)
     done.write_text("a finished run\n")
     with pytest.raises(CampaignError) as refused:
@@ -193,12 +193,12 @@ def test_a_campaign_resumes_across_what_does_not_change_its_runs(tmp_path):
     record(config)
     recorded = run_description(config)
     memory = int(recorded["host_memory_capacity"].split()[0])
-    write_json(system_dir(config) / "system.json", {**recorded, "host_memory_capacity": f"{memory - 1} GiB"})
-    assert runs.hardware_changes(system_dir(config) / "system.json", config) == []
+    write_json(campaign_folder(config).path / "system.json", {**recorded, "host_memory_capacity": f"{memory - 1} GiB"})
+    assert runs.hardware_changes(campaign_folder(config).path / "system.json", config) == []
     for old, new in (("86 GB", "80 GiB"), ("25 GB", "24 GiB"), ("80 GB", "80 GB")):   # H100 PCIe, RTX 4090
         assert runs._same_size(old, new)
     assert not runs._same_size("40 GB", "80 GB")
-    done = result_path(config, 0)
+    done = campaign_folder(config).result(0)
     done.parent.mkdir(parents=True)
     done.write_text("a finished run\n")
     again = resolve("cpu", {"results_dir": str(tmp_path), "runs": "2", "seeds": "1,2",
@@ -211,7 +211,7 @@ def test_campaign_record_cut_mid_write_is_named_with_its_line(tmp_path):
     from submission.config import resolve
     config = resolve("cpu", {"results_dir": str(tmp_path), "runs": "2", "seeds": "1,2"})
     record(config)
-    state_file = system_dir(config) / "campaign.json"
+    state_file = campaign_folder(config).path / "campaign.json"
     text = state_file.read_text()
     state_file.write_text(text[: len(text) // 2])
     with pytest.raises(CampaignError, match=r"campaign.json is not valid JSON \(line \d+"):
@@ -265,7 +265,7 @@ def test_full_disk_during_a_run_fails_clearly_and_keeps_earlier_results(tmp_path
     config = resolve(None, parse_overrides(settings))
     prepare(config)                                  # the .beton files exist beforehand
     record(config)
-    first = result_path(config, 0)
+    first = campaign_folder(config).result(0)
     first.parent.mkdir(parents=True)
     first.write_text("a finished run, written before the disk filled up\n")
     limit = 20_000                                   # the run's log passes it during init
@@ -276,7 +276,7 @@ def test_full_disk_during_a_run_fails_clearly_and_keeps_earlier_results(tmp_path
     assert "File too large" in done.stdout + done.stderr
     assert "run 2 failed" in done.stderr and "re-run the same command" in done.stderr
     assert first.read_text() == "a finished run, written before the disk filled up\n"
-    assert not result_path(config, 1).exists()
+    assert not campaign_folder(config).result(1).exists()
 
 
 def test_followers_on_one_results_dir_keep_separate_state(tmp_path, cache_dir, monkeypatch):
@@ -287,14 +287,14 @@ def test_followers_on_one_results_dir_keep_separate_state(tmp_path, cache_dir, m
 
     def fake_launch(config, args, progress=None):      # node 0 says: no run left
         launched.append(config.node_rank)
-        Path(args[args.index("--state") + 1]).write_text(json.dumps({"remaining": 0}))
+        args.state.write_text(json.dumps({"remaining": 0}))
         return 0
     monkeypatch.setattr(runs, "launch", fake_launch)
     for rank in (1, 2):
         config = resolve(None, parse_overrides(quick_settings(
             tmp_path, cache_dir, nodes=3, node_rank=rank, master_addr="127.0.0.1")))
         assert campaign.follow_campaign(config) == 0
-    folder = system_dir(config)
+    folder = campaign_folder(config).path
     names = sorted(p.name for p in folder.iterdir())
     for rank in (1, 2):
         assert {f"config.node{rank}.json", f"data.node{rank}.json", f"state.node{rank}.json"} <= set(names)
@@ -319,18 +319,24 @@ def test_the_fitted_loader_workers_are_what_the_campaign_records(cpus, tmp_path,
     cpus["count"] = 1
     settings = [s for s in quick_settings(tmp_path / "results", cache_dir, runs=1, seeds="1")
                 if not s.startswith("workers_per_device=")]
-    launched, outputs = [], []
+    launched, outputs, argvs = [], [], []
 
     def fake_launch(config, args, progress=None):
-        launched.append(json.loads(open(args[args.index("--config") + 1]).read()))
-        outputs.append((args[args.index("--progress") + 1], progress))
+        launched.append(json.loads(args.config.read_text()))
+        outputs.append((args.progress, progress))
+        argvs.append(args.to_argv())
         return 1
     monkeypatch.setattr(runs, "launch", fake_launch)
     cfg = resolve(None, parse_overrides(settings))
     with pytest.raises(CampaignError, match="run 1 failed .* Fix the cause"):
         campaign.run_campaign(cfg)
     assert launched[0]["settings"]["workers_per_device"] == 1
-    state = json.loads((system_dir(cfg) / "campaign.json").read_text())
+    state = json.loads((campaign_folder(cfg).path / "campaign.json").read_text())
     assert state["config"]["settings"]["workers_per_device"] == 1
-    progress = system_dir(cfg) / "progress"
-    assert outputs == [(str(progress / "run_0.jsonl"), progress / "run_0.log")]
+    progress = campaign_folder(cfg).path / "progress"
+    assert outputs == [(progress / "run_0.jsonl", progress / "run_0.log")]
+    folder = campaign_folder(cfg).path
+    assert argvs == [["--config", str(folder / "config.json"), "--data", str(folder / "data.json"),
+                      "--run-index", "0", "--runs", "1", "--seed", "1", "--remaining", "0",
+                      "--progress", str(progress / "run_0.jsonl"), "--track", campaign.tracking_target(cfg, 0).to_arg(),
+                      "--result", str(folder / "resnet" / "result_0.txt"), "--cache-cleared", "0"]]

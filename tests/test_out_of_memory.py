@@ -14,7 +14,7 @@ import torch
 from conftest import REPO, child_env, quick_settings
 from submission import campaign, out_of_memory
 from submission.jsonfile import write_json
-from submission.results import CampaignError, system_dir
+from submission.results import CampaignError, campaign_folder
 from submission.config import parse_overrides, resolve
 from submission.data import ffcv_loaders
 from submission.data.prepare import prepare
@@ -135,8 +135,8 @@ def test_eval_batch_size_changes_no_result_and_may_change_on_resume(tmp_path, ca
     assert torch.equal(big.argmax(1), small.argmax(1)) and big_accuracy == small_accuracy
     torch.testing.assert_close(big, small, rtol=1e-4, atol=1e-4)
 
-    system_dir(cfg).mkdir(parents=True)
-    write_json(system_dir(cfg) / "campaign.json", campaign.new_campaign_state(cfg).to_dict())
+    campaign_folder(cfg).path.mkdir(parents=True)
+    write_json(campaign_folder(cfg).path / "campaign.json", campaign.new_campaign_state(cfg).to_dict())
     resumed = resolve(None, parse_overrides(quick_settings(tmp_path, cache_dir, runs=2, seeds="1,2",
                                                            eval_batch_size=16)))
     assert campaign.load_campaign(resumed).seeds == [1, 2]

@@ -7,6 +7,7 @@ import random
 import pytest
 
 from submission import score
+from submission.run_folder import CampaignFolder
 try:
     from tests.mlperf_logs import TRAIN_SAMPLES, mlperf_log, write_runs
 except ImportError:   # tests/ on sys.path instead of the repository root
@@ -40,7 +41,7 @@ def test_per_run_figures_are_exact(tmp_path):
 def test_result_files_in_run_order(tmp_path):
     folder = _system(tmp_path, [1.0] * 12)
     (folder / "resnet" / "result_3.txt.partial").write_text("not a result\n")
-    names = [p.name for p in score.result_files(folder)]
+    names = [p.name for p in CampaignFolder(folder).result_files()]
     assert names == [f"result_{i}.txt" for i in range(12)]
 
 

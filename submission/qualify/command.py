@@ -24,7 +24,8 @@ from ..data.prepare import cache_folder
 from ..data.synthetic_images import write_folder
 from ..bench_profile import read as read_profile
 from ..report import steadiness
-from ..results import result_files, results_root
+from ..results import results_root
+from ..run_folder import CampaignFolder
 from . import plan as planned
 from . import record
 
@@ -78,7 +79,7 @@ class Qualify:
         self.scratch = cache_folder(probe) / "qualify" / self.system_name
         stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
         self.out = (Path(options["out"]) if options["out"]
-                    else results_root(probe) / "qualify" / f"{self.system_name}-{stamp}")
+                    else results_root(probe).qualify(self.system_name, stamp))
         self.data_dir = Path(given_data) if given_data else self.scratch / "data"
         self.common = {**self.scale.settings, "dataset": "imagenet", "data_dir": str(self.data_dir),
                        "cache_dir": str(self.scratch / "cache"), **overrides}
@@ -155,8 +156,8 @@ class Qualify:
 
     def judge(self, part, command, estimate, seconds, rc, stopped) -> record.PartOutcome:
         if part.verb == "run":
-            folders = [d for d in (self.scratch / "campaign").glob("*/") if result_files(d)]
-            finished = folders and len(result_files(folders[0])) == int(self.scale.campaign["runs"])
+            folders = [d for d in (self.scratch / "campaign").glob("*/") if CampaignFolder(d).result_files()]
+            finished = folders and len(CampaignFolder(folders[0]).result_files()) == int(self.scale.campaign["runs"])
             if finished:
                 self.measured[part.key] = folders[0]
                 # rc 1: no run reached its target, which none is meant to (plan._CAMPAIGN)
@@ -231,7 +232,7 @@ class Qualify:
         summary = score.summarize(folder)
         runs_steady = {r.run: r for r in steadiness.campaign_steadiness(folder)}
         runs, checks = [], []
-        for result, run in zip(result_files(folder), summary.runs):
+        for result, run in zip(CampaignFolder(folder).result_files(), summary.runs):
             steady = runs_steady.get(result.stem)
             used = score.run_energy_of(result)
             runs.append(record.CampaignRun(

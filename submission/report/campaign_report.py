@@ -13,7 +13,8 @@ import datetime
 from pathlib import Path
 
 from .. import bench_profile, comparison, score
-from ..results import Summary, read_campaign, result_files
+from ..results import Summary, read_campaign
+from ..run_folder import CampaignFolder
 from . import plots, steadiness
 
 PROFILE_GLOB = "profile*.json"   # bench profiles (`python -m submission bench ... json=FILE`) kept here
@@ -24,7 +25,7 @@ def sibling_summaries(system_dir: Path, price: float | None) -> list[Summary]:
     system_dir = Path(system_dir).resolve()
     own = score.summarize(system_dir, price)
     others = [score.summarize(d) for d in sorted(system_dir.parent.iterdir())
-              if d.is_dir() and d != system_dir and result_files(d)]
+              if d.is_dir() and d != system_dir and CampaignFolder(d).result_files()]
     return [own] + others
 
 
@@ -117,7 +118,7 @@ def build_report(system_dir: Path, price: float | None = None) -> tuple[str, dic
 
 def write_report(system_dir: Path, price: float | None = None) -> Path:
     text, _ = build_report(system_dir, price)
-    path = Path(system_dir) / "report.md"
+    path = CampaignFolder(Path(system_dir)).report
     path.write_text(text)
     return path
 

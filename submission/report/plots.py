@@ -23,7 +23,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from ..progress import read_progress, windows
-from ..results import RULESET, Summary, read_campaign, result_files, run_progress
+from ..results import RULESET, Summary, read_campaign
+from ..run_folder import CampaignFolder
 
 MLPERF_RESNET_TARGET = 0.759     # MLPerf Training ResNet-50 quality target (top-1)
 
@@ -60,17 +61,13 @@ def progress_points(path: Path) -> list[tuple[float, float, int]]:
     return [(w["minutes"], w["img_per_s"], w["side"]) for w in windows(read_progress(path))]
 
 
-def progress_path(system_dir: Path, result: Path, suffix: str = ".jsonl") -> Path:
-    """progress/run_<i>.jsonl of result_<i>.txt (suffix ".log": its printed lines)."""
-    return run_progress(system_dir, Path(result).stem.split("_")[-1], suffix)
-
-
 def progress_files(system_dir: Path) -> dict[str, Path]:
     """result file name -> its progress records, for the runs that have them."""
+    folder = CampaignFolder(Path(system_dir))
     found = {}
-    for result in result_files(system_dir):
-        path = progress_path(system_dir, result)
-        if path.is_file():
+    for result in folder.result_files():
+        path = folder.progress_of(result)
+        if path is not None and path.is_file():
             found[result.name] = path
     return found
 
@@ -78,9 +75,10 @@ def progress_files(system_dir: Path) -> dict[str, Path]:
 def text_only_note(system_dir: Path) -> str | None:
     """One line naming the progress records missing beside printed logs (runs made before
     the records), or None when no run is in that state."""
-    missing = [progress_path(system_dir, result) for result in result_files(system_dir)
-               if progress_path(system_dir, result, ".log").is_file()
-               and not progress_path(system_dir, result).is_file()]
+    folder = CampaignFolder(Path(system_dir))
+    progress = [(folder.progress_of(result), folder.progress_of(result, ".log")) for result in folder.result_files()]
+    missing = [records for records, printed in progress
+               if records and printed and printed.is_file() and not records.is_file()]
     if not missing:
         return None
     names = ", ".join(f"`{path.relative_to(system_dir)}`" for path in missing)
@@ -99,7 +97,7 @@ def _save(fig, path: Path) -> Path:
 
 def accuracy_plot(system_dir: Path, out: Path) -> Path | None:
     system_dir = Path(system_dir)
-    files = result_files(system_dir)
+    files = CampaignFolder(system_dir).result_files()
     if not files:
         return None
     target = target_of(system_dir)

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..progress import EVAL, WINDOW, read_progress
-from ..results import RULESET, result_files
+from ..results import RULESET
+from ..run_folder import CampaignFolder
 from . import plots
 
 SLOW_WINDOW = 0.8         # a window below this share of its side's steady rate is slow
@@ -132,7 +133,7 @@ def campaign_steadiness(system_dir: Path) -> list[RunSteadiness]:
     steady = {side: statistics.median(rates) for side, rates in by_side.items()}
 
     found = []
-    for result in result_files(system_dir):
+    for result in CampaignFolder(system_dir).result_files():
         run = windows.get(result.name, [])
         ratios = [(w.rate / steady[w.side], f"window {i + 1} ({w.side} px)")
                   for i, w in enumerate(run) if w.judged and steady[w.side] > 0]

@@ -29,6 +29,7 @@ from ..costs import usd
 from ..errors import ConfigError
 from ..options import parse
 from ..preflight import launch_plan, resolve_here
+from ..run_folder import ResultsRoot
 from ..system_descriptor import SystemDescriptor
 from ..system_json import fill_from_host
 from . import grid_report
@@ -128,7 +129,7 @@ def run_points(grid: Grid, chosen, configs: dict[int, Config], folder: Path, cou
 def _refuse_busy(grid: Grid, chosen, folder: Path) -> None:
     """Refuse, before anything is written, a command whose points another process is running."""
     for point in chosen:
-        holder = runs.lock_holder(grid_points.point_folder(folder, point))
+        holder = runs.lock_holder(grid_points.point_folder(folder, point).path)
         if holder:
             raise runs.Busy(f"point {point.index + 1} of {len(grid.points())} (point={point.index}, "
                             f"{point.label}) is being run by another tradeoff (pid {holder}); wait for "
@@ -195,7 +196,7 @@ def draw_published(given: dict[str, str]) -> int:
     with their dollars at each descriptor's price."""
     if set(given) - {"results_dir"}:
         raise ConfigError("tradeoff published takes only results_dir=")
-    folder = in_repository(given.get("results_dir", "results")) / "tradeoff" / "published"
+    folder = ResultsRoot(in_repository(given.get("results_dir", "results"))).published_points
     folder.mkdir(parents=True, exist_ok=True)
     from .plots import plot_tradeoff
     systems = sorted({p.system for p in published.POINTS if p.system})

@@ -1,15 +1,12 @@
 """The points of a grid on this machine: each one run, with the machinery of a campaign run.
 
-    <results_dir>/tradeoff/<grid>/<system_name>/
+    <results_dir>/tradeoff/<grid>/<system_name>/   (its files, by name: run_folder.GridFolder)
       grid.json                         the grid as read, and the settings given for all points
       system.json                       the MLPerf description of the machine the points ran on
-      points/<slug>/config.json, data.json
-      points/<slug>/log.txt             the run's MLLOG lines, once it trained its whole budget
-                                        (log.txt.partial while it runs)
-      points/<slug>/progress.jsonl, run.log
-      points/<slug>/tensorboard/        the run's TensorBoard events and the point's HParams session
-      points/<slug>/wandb/              W&B's files of the point's run (tracker=wandb)
-      points/<slug>/point.json          the point's figures (tradeoff.analysis.Point)
+      points/<slug>/                    a point's configuration and data, its run's MLLOG lines
+                                        once it trained its whole budget, its progress records,
+                                        transcript, trackers' files, and point.json: its figures
+                                        (tradeoff.analysis.Point)
       attempts/                         logs of interrupted points, kept aside, and the runs of
                                         points redone (redo=true), each in a folder of its own
 
@@ -32,12 +29,12 @@ from ..errors import ConfigError
 from ..jsonfile import write_json
 from ..progress import read_progress, run_energy
 from ..results import RULESET, CampaignError, read_json, results_root
+from ..run_folder import GridFolder, PointFolder
 from ..system_json import run_description
+from ..train_args import TrainArgs
 from .analysis import Evaluation, Point
 from .grid import COMMAND_LINE_KEYS, Grid, GridPoint
 
-LOG, RECORD, PROGRESS, TRANSCRIPT = "log.txt", "point.json", "progress.jsonl", "run.log"
-EVENTS = "tensorboard"
 WHOLE_BUDGET = "no target"          # the start of run_stop's reason when a run trained its budget
 
 
@@ -56,27 +53,25 @@ def point_config(grid: Grid, point: GridPoint, overrides: dict[str, str]) -> Con
 
 
 def grid_folder(grid: Grid, config: Config) -> Path:
-    return results_root(config) / "tradeoff" / grid.name / config.system_name
+    return results_root(config).grid(grid.name, config.system_name).path
 
 
-def point_folder(folder: Path, point: GridPoint) -> Path:
-    return folder / "points" / point.slug
+def point_folder(folder: Path, point: GridPoint) -> PointFolder:
+    return GridFolder(folder).point(point.slug)
 
 
 def is_finished(folder: Path, point: GridPoint) -> bool:
-    return (point_folder(folder, point) / LOG).is_file()
+    return point_folder(folder, point).run.result.is_file()
 
 
 def redo(folder: Path, point: GridPoint) -> Path | None:
     """Move a finished point's run (its log, records, transcript) to attempts/<slug>-<time>/,
     so that the next run_point trains it again; the folder it went to, or None when the point
     has no run to move. The point's other files (config.json, data.json) stay."""
-    where = point_folder(folder, point)
-    moved = [where / name for name in (LOG, LOG + ".partial", RECORD, PROGRESS, TRANSCRIPT, EVENTS)
-             if (where / name).exists()]
+    moved = [path for path in point_folder(folder, point).run_paths() if path.exists()]
     if not moved:
         return None
-    kept = folder / "attempts" / f"{point.slug}-{runs.stamp()}"
+    kept = GridFolder(folder).attempts / f"{point.slug}-{runs.stamp()}"
     kept.mkdir(parents=True)
     for path in moved:
         path.rename(kept / path.name)
@@ -93,41 +88,37 @@ def _numbered(point: GridPoint, count: int | None) -> str:
 def run_point(grid: Grid, point: GridPoint, config: Config, folder: Path, count: int) -> None:
     """Train the point's whole budget, unless it is finished already (with these settings)."""
     where = point_folder(folder, point)
+    run = where.run
     if is_finished(folder, point):
         _say_finished(point, where, config, count)
         return
     config = runs.plan_launch(config, say="[tradeoff]").approved()
-    with runs.Lock(where):
+    with runs.Lock(where.path):
         if is_finished(folder, point):          # another array task finished it meanwhile
             _say_finished(point, where, config, count)
             return
         _check_recorded(where, config)
-        partial = where / (LOG + ".partial")
-        if partial.exists():
-            runs.set_aside(partial, where.parent.parent / "attempts", point.slug, f"point {point.index}",
-                           "[tradeoff]", events=where / EVENTS)
+        if run.partial.exists():
+            runs.set_aside(run, GridFolder(folder).attempts, point.slug, f"point {point.index}", "[tradeoff]")
         from ..data.prepare import prepare
         data = prepare(config, world_size=config.world_size)
-        config_file, data_file = where / "config.json", where / "data.json"
-        write_json(config_file, config.to_dict())
-        write_json(data_file, data.to_dict())
+        write_json(where.config, config.to_dict())
+        write_json(where.data, data.to_dict())
         print(f"[tradeoff] point {_numbered(point, count)}: {point.label}", flush=True)
         label = f"[point {point.index + 1}/{count} {point.configuration} @{point.budget:g} seed {point.seed}]"
-        runs.run_once(config, ["--config", str(config_file), "--data", str(data_file),
-                               "--seed", str(point.seed), "--label", label,
-                               "--progress", str(where / PROGRESS),
-                               *tracking.Target(tuple(config.trackers), str(where / EVENTS), str(where),
-                                                point.slug, f"tradeoff-{grid.name}-{config.system_name}").argv()],
-                      where / LOG, f"point {_numbered(point, count)}, {point.label},", where / TRANSCRIPT,
-                      "[tradeoff]")
+        track = tracking.Target(tuple(config.trackers), str(run.events), str(run.wandb), point.slug,
+                                f"tradeoff-{grid.name}-{config.system_name}") if config.trackers else None
+        runs.run_once(config, TrainArgs(where.config, where.data, seed=point.seed, label=label,
+                                        progress=run.records, track=track),
+                      run, f"point {_numbered(point, count)}, {point.label},", "[tradeoff]")
         try:
-            record = point_record(point, where / LOG, config.price_usd_per_hour, where / PROGRESS)
+            record = point_record(point, run.result, config.price_usd_per_hour, run.records)
         except StoppedEarly as exc:
             print(f"[tradeoff] {exc}", flush=True)
             return
-        write_json(where / RECORD, record.to_dict())
+        write_json(where.record, record.to_dict())
         if tracking.TENSORBOARD in config.trackers:
-            tracking.write_point_hparams(where / EVENTS, point_hparams(grid, point), {
+            tracking.write_point_hparams(run.events, point_hparams(grid, point), {
                 "top1": record.top1, "minutes": record.minutes, "usd": record.cost_usd, "joules": record.joules})
 
 
@@ -141,23 +132,23 @@ def point_hparams(grid: Grid, point: GridPoint) -> dict[str, Any]:
             **{key: value if isinstance(value, (bool, int, float)) else str(value) for key, value in own.items()}}
 
 
-def _say_finished(point: GridPoint, where: Path, config: Config, count: int) -> None:
+def _say_finished(point: GridPoint, where: PointFolder, config: Config, count: int) -> None:
     _check_recorded(where, config)
-    print(f"[tradeoff] point {_numbered(point, count)}: {point.label}, already finished: {where / LOG}",
+    print(f"[tradeoff] point {_numbered(point, count)}: {point.label}, already finished: {where.run.result}",
           flush=True)
 
 
-def _check_recorded(where: Path, config: Config) -> None:
+def _check_recorded(where: PointFolder, config: Config) -> None:
     """A point's folder holds the run of these settings, or none."""
     changes = _recorded_changes(where, config)
     if changes:
-        raise CampaignError(f"{where} holds a run of this point with other settings ({', '.join(changes)}); move the "
-                            "folder aside to run the point with these, or use another results_dir")
+        raise CampaignError(f"{where.path} holds a run of this point with other settings ({', '.join(changes)}); "
+                            "move the folder aside to run the point with these, or use another results_dir")
 
 
-def _recorded_changes(where: Path, config: Config) -> list[str]:
+def _recorded_changes(where: PointFolder, config: Config) -> list[str]:
     """How the settings the point in `where` ran with differ from `config`'s ([]: none, or no run)."""
-    recorded = where / "config.json"
+    recorded = where.config
     return runs.training_changes(read_json(recorded)["settings"], config) if recorded.is_file() else []
 
 
@@ -172,7 +163,7 @@ def point_record(point: GridPoint, log: Path, price_usd_per_hour: float, progres
     training time), at each evaluation too; its energy from its progress records."""
     from mlperf_logging.compliance_checker.mlp_parser import parse_file
     lines, _ = parse_file(str(log), ruleset=RULESET)
-    first = {}
+    first: dict[str, Any] = {}
     evaluations, eval_ms, eval_began = [], 0.0, None
     for line in lines:
         first.setdefault(line.key, line)
@@ -208,19 +199,19 @@ def finished_points(grid: Grid, folder: Path, price_usd_per_hour: float,
     found, left_out = [], []
     for point in grid.points():
         where = point_folder(folder, point)
-        if not (where / LOG).is_file():
+        run = where.run
+        if not run.result.is_file():
             continue
         changes = _recorded_changes(where, configs[point.index])
         if changes:
             left_out.append(f"point {point.index} ({point.label}) ran with other settings than the grid's "
-                            f"({', '.join(changes)}): left out of the curves; move {where} aside and run "
+                            f"({', '.join(changes)}): left out of the curves; move {where.path} aside and run "
                             "the grid again to redo it")
             continue
-        record = where / RECORD
+        record = where.record
         if not record.is_file():
             try:
-                write_json(record, point_record(point, where / LOG, price_usd_per_hour,
-                                                where / PROGRESS).to_dict())
+                write_json(record, point_record(point, run.result, price_usd_per_hour, run.records).to_dict())
             except StoppedEarly as exc:
                 left_out.append(str(exc))
                 continue
@@ -234,12 +225,13 @@ def record_grid(grid: Grid, config: Config, folder: Path, overrides: dict[str, s
     """grid.json and system.json: what the grid is and which machine runs it; a folder whose
     points ran on other hardware is refused, as a campaign's is."""
     folder.mkdir(parents=True, exist_ok=True)
-    changes = runs.hardware_changes(folder / "system.json", config)
+    files = GridFolder(folder)
+    changes = runs.hardware_changes(files.system, config)
     if changes:
         raise CampaignError(f"{folder} holds points run on other hardware or software ({'; '.join(changes)}): "
                             "one tradeoff's points share one machine; give this machine another results_dir")
-    write_json(folder / "system.json", run_description(config))
-    write_json(folder / "grid.json", {"grid": grid.to_dict(), "command_line": overrides,
+    write_json(files.system, run_description(config))
+    write_json(files.grid, {"grid": grid.to_dict(), "command_line": overrides,
                                       "system": config.system_id, "system_name": config.system_name,
                                       "price_usd_per_hour": config.price_usd_per_hour,
                                       "price_source": config.price_source, "price_date": config.price_date})

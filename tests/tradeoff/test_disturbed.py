@@ -86,17 +86,16 @@ def test_redo_moves_the_points_run_aside_and_leaves_the_others(grid, tmp_path):
     folder = tmp_path / "results"
     for point in (first, second):
         where = grid_points.point_folder(folder, point)
-        where.mkdir(parents=True)
-        for name in (grid_points.LOG, grid_points.RECORD, grid_points.PROGRESS, grid_points.TRANSCRIPT,
-                     "config.json"):
-            (where / name).write_text(f"{point.index} {name}\n")
+        where.path.mkdir(parents=True)
+        for path in (where.run.result, where.record, where.run.records, where.run.transcript, where.config):
+            path.write_text(f"{point.index} {path.name}\n")
     kept = grid_points.redo(folder, first)
     assert kept.parent == folder / "attempts" and kept.name.startswith(first.slug)
-    assert sorted(p.name for p in kept.iterdir()) == sorted(
-        [grid_points.LOG, grid_points.RECORD, grid_points.PROGRESS, grid_points.TRANSCRIPT])
-    assert (kept / grid_points.LOG).read_text() == f"{first.index} {grid_points.LOG}\n"
+    run = grid_points.point_folder(folder, first).run
+    assert sorted(p.name for p in kept.iterdir()) == sorted(["log.txt", "point.json", "progress.jsonl", "run.log"])
+    assert (kept / run.result.name).read_text() == f"{first.index} log.txt\n"
     assert not grid_points.is_finished(folder, first) and grid_points.is_finished(folder, second)
-    assert (grid_points.point_folder(folder, first) / "config.json").is_file()
+    assert grid_points.point_folder(folder, first).config.is_file()
     assert grid_points.redo(folder, first) is None           # nothing left to move
 
 
@@ -144,7 +143,7 @@ def test_a_tradeoff_refused_because_another_runs_its_point_writes_nothing(tmp_pa
     report_file = folder / grid_report.REPORT
     report_file.parent.mkdir(parents=True)
     report_file.write_text("the report of the first command\n")
-    with runs.Lock(busy):      # the first command, running point 0
+    with runs.Lock(busy.path):      # the first command, running point 0
         before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
         assert cli_main(["tradeoff", f"results_dir={tmp_path}"]) == 1
         assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before

@@ -49,8 +49,8 @@ def test_a_point_stopped_before_the_end_of_its_budget_is_left_out_and_named(grid
     for point, reason in ((whole, "no target (target_accuracy=none): the whole budget trained"),
                           (diverged, "diverged: non-finite loss at step 40")):
         where = grid_points.point_folder(folder, point)
-        where.mkdir(parents=True)
-        (where / grid_points.LOG).write_text(_log(reason))
+        where.path.mkdir(parents=True)
+        where.run.result.write_text(_log(reason))
 
     configs = {p.index: grid_points.point_config(grid, p, {"system": "cpu"}) for p in grid.points()}
     found, left_out = grid_points.finished_points(grid, folder, 0.0, configs)
@@ -61,7 +61,7 @@ def test_a_point_stopped_before_the_end_of_its_budget_is_left_out_and_named(grid
     assert found[0].minutes == pytest.approx(40_002 / 60_000)
     assert len(left_out) == 1 and "point 1 (plain at 1, seed 3) stopped before the end of its budget " \
         "(diverged: non-finite loss at step 40)" in left_out[0]
-    assert not (grid_points.point_folder(folder, diverged) / grid_points.RECORD).exists()
+    assert not grid_points.point_folder(folder, diverged).record.exists()
 
     measured = grid_report.Measured(grid, "cpu", "here", "a CPU", "fashion-mnist", 0.0, found, 2, left_out=left_out)
     text = grid_report.write_report(folder, measured).read_text()
@@ -72,16 +72,16 @@ def test_a_finished_point_of_other_settings_is_refused_not_reused(grid, tmp_path
     point = grid.points()[0]
     folder = tmp_path / "results"
     where = grid_points.point_folder(folder, point)
-    where.mkdir(parents=True)
-    (where / grid_points.LOG).write_text(_log("no target (target_accuracy=none): the whole budget trained"))
+    where.path.mkdir(parents=True)
+    where.run.result.write_text(_log("no target (target_accuracy=none): the whole budget trained"))
     recorded = grid_points.point_config(grid, point, {"system": "cpu", "lr": "0.5"})
-    write_json(where / "config.json", recorded.to_dict())
+    write_json(where.config, recorded.to_dict())
 
     config = grid_points.point_config(grid, point, {"system": "cpu"})
     with pytest.raises(CampaignError, match=r"holds a run of this point with other settings \(lr"):
         grid_points.run_point(grid, point, config, folder, 2)
     grid_points.run_point(grid, point, recorded, folder, 2)        # the same settings: kept, not rerun
-    assert (where / grid_points.LOG).read_text().count("run_stop") == 1
+    assert where.run.result.read_text().count("run_stop") == 1
     # and the report leaves it out of the curves, saying why, rather than mixing it in
     found, left_out = grid_points.finished_points(grid, folder, 0.0, {0: config, 1: config})
     assert found == [] and len(left_out) == 1
