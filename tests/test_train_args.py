@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from submission import campaign
-from submission.config import resolve
+from submission.preflight import resolve_here
 from submission.tracking import Target
 from submission.train_args import TrainArgs
 
@@ -49,8 +49,8 @@ def test_the_worker_refuses_a_command_line_without_its_configuration(capsys):
 
 
 def test_the_dry_run_prints_run_1s_command_with_the_seed_to_be_drawn(tmp_path):
-    config = resolve(None, {"results_dir": str(tmp_path), "runs": "3"})
-    printed = campaign.dry_run(config).splitlines()[-1]
+    config = resolve_here(None, {"results_dir": str(tmp_path), "runs": "3"})
+    printed = next(line for line in campaign.dry_run(config).splitlines() if " -m submission.train " in line)
     folder = tmp_path / config.system_name
     assert printed.endswith(" -m submission.train " + " ".join(shlex.quote(part) for part in [
         "--config", str(folder / "config.json"), "--data", str(folder / "data.json"),
