@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parent.parent
 # The suite checks what CI checks, on the CPU: on a GPU machine the GPUs are hidden from it
 # and from every process it starts (before torch looks for them), so that `system=local`,
 # a dry run of `system=p4d` and the like meet the machine the tests were written for. The
-# GPU path is measured with `python -m submission.bench` and a campaign (docs/gpu-h100.md).
+# GPU path is measured with `python -m submission bench` and a campaign (docs/gpu-h100.md).
 GPUS_HIDDEN = {"CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": ""}   # for a child's own env=
 os.environ.update(GPUS_HIDDEN)
 

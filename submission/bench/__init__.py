@@ -5,8 +5,6 @@
     python -m submission bench compare=composer [system=...] [key=value ...] [steps=N]
     python -m submission bench compare=methods [system=...] [key=value ...] [steps=N] [rounds=R]
 
-(`python -m submission.bench ...` is the same command.)
-
   timing.py            the primitives: seconds per call, steps in turns, the loader alone
   measure.py           the main bench: every row, printed as measured; the profile JSON
                        (`json=FILE`) that `python -m submission project` reads

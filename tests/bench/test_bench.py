@@ -72,7 +72,7 @@ def test_loader_sweep_times_every_write_option_on_the_same_images(tmp_path):
     from image_folders import make_nested
     make_nested(tmp_path / "images", train_counts=(12, 12, 12), val_counts=(2, 2, 2))
     done = subprocess.run(
-        [sys.executable, "-m", "submission.bench", "sweep=loader", "system=cpu", "dataset=imagenet",
+        [sys.executable, "-m", "submission", "bench", "sweep=loader", "system=cpu", "dataset=imagenet",
          f"data_dir={tmp_path / 'images'}", f"cache_dir={tmp_path / 'cache'}", "batch_per_device=8",
          "workers_per_device=1", "train_resolution=32", "steps=1"],
         cwd=REPO, capture_output=True, text=True, timeout=600, env=child_env())
@@ -92,14 +92,14 @@ def test_loader_sweep_times_every_write_option_on_the_same_images(tmp_path):
 
 @pytest.mark.e2e
 def test_unknown_sweep_is_refused():
-    done = subprocess.run([sys.executable, "-m", "submission.bench", "sweep=gpu"], cwd=REPO,
+    done = subprocess.run([sys.executable, "-m", "submission", "bench", "sweep=gpu"], cwd=REPO,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "sweep=loader" in done.stderr
 
 
 @pytest.mark.e2e
 def test_unknown_comparison_is_refused():
-    done = subprocess.run([sys.executable, "-m", "submission.bench", "compare=timm"], cwd=REPO,
+    done = subprocess.run([sys.executable, "-m", "submission", "bench", "compare=timm"], cwd=REPO,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "compare=composer" in done.stderr and "compare=methods" in done.stderr
 
@@ -123,7 +123,7 @@ def test_composer_comparison_without_composer_says_how_to_install_it(tmp_path):
 def test_method_comparison_times_each_variant_and_the_plain_loop(cache_dir):
     from submission.bench.compare_methods import PLAIN_ROW, RECIPE_ROW, VARIANTS
     done = subprocess.run(
-        [sys.executable, "-m", "submission.bench", "compare=methods", "system=cpu",
+        [sys.executable, "-m", "submission", "bench", "compare=methods", "system=cpu",
          f"cache_dir={cache_dir}", "train_limit=256", "eval_limit=64", "batch_per_device=8",
          "steps=1", "rounds=2"], cwd=REPO, capture_output=True, text=True, timeout=600, env=child_env())
     assert done.returncode == 0, done.stdout + done.stderr
@@ -155,7 +155,7 @@ def test_every_method_variant_swaps_something_the_recipe_has():
 
 @pytest.mark.e2e
 def test_bench_refuses_a_round_count_that_is_no_whole_number():
-    done = subprocess.run([sys.executable, "-m", "submission.bench", "compare=methods", "rounds=0"],
+    done = subprocess.run([sys.executable, "-m", "submission", "bench", "compare=methods", "rounds=0"],
                           cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "rounds=0: give a whole number above 0" in done.stderr
 
