@@ -124,7 +124,7 @@ def _loader_lines(profile: BenchProfile, loader_profile: BenchProfile | None,
         lines.append(
             "CPU work per image of the loader, one thread (loader profile's bench): "
             f"decode {work.decode:.3g} ms, crop + flip {work.crop_flip:.3g} ms, "
-            f"RandAugment {work.randaugment:.3g} ms, to tensor {work.to_tensor:.3g} ms "
+            f"{work.augmentation or 'RandAugment'} {work.randaugment:.3g} ms, to tensor {work.to_tensor:.3g} ms "
             f"= {work.total:.3g} ms ({1e3 / work.total:,.0f} img/s a thread at most, "
             f"on {_or_unknown(work.images)} images of {work.source or 'its data set'})"
             if work.total > 0 else "CPU work per image of the loader: 0 ms measured")

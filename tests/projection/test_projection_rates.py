@@ -176,6 +176,16 @@ def test_hot_is_loader_limited_with_few_vcpus_and_step_limited_with_many():
     assert any(p.limited_by == "loader" for p in default.parts)
 
 
+def test_the_loader_work_names_the_augmentation_the_bench_ran():
+    """A loader profile of Hot with TrivialAugment in place of RandAugment: the projection's
+    CPU-work line names what ran, not RandAugment."""
+    loader = _torchvision_loader(per_thread=160.0)
+    loader["augmentation_ms_per_image"]["augmentation"] = "TrivialAugment (wide)"
+    text = projection.format_projection(_project(_hot("p4d"), _gpu_mild(), "gpu.json", loader_profile=loader,
+                                                 loader_profile_name="cpu-hot.json"))
+    assert "TrivialAugment (wide) 3 ms" in text and "RandAugment 3 ms" not in text
+
+
 def test_sam_passes_scale_the_step_time_of_another_recipes_profile():
     """Hot's SAM every 5th step: 1.2 passes a step; a Mild profile's step times x 1.2, a
     Medium one's (1 in 10) x 1.2 / 1.1, a Hot one's as measured."""
