@@ -16,7 +16,7 @@ from typing import Any
 
 from .errors import ConfigError
 from .results import RULESET as RULESET_DEFAULT
-from .setting_declaration import ABOVE_0, AT_LEAST_0, AT_LEAST_1, Admits, Declaration, Range
+from .setting_declaration import ABOVE_0, AT_LEAST_0, AT_LEAST_1, TYPE_WORDS, Admits, Declaration, Range
 
 
 def _rulesets() -> tuple[str, ...]:
@@ -92,7 +92,7 @@ def _value(verb: str, name: str, option: Declaration, text: str) -> Any:
     allowed = option.choices()
     if not text and not (isinstance(allowed, tuple) and "" in allowed):
         raise ConfigError(f"{name} takes a value ({name}=...): e.g. {name}={_shown(option)} ({option.meaning})")
-    what = {bool: "true or false", int: "a whole number", float: "a number"}.get(option.type, "")
+    what = TYPE_WORDS.get(option.type, "")
     if isinstance(allowed, Range):
         what += " above 0" if option.type is int and allowed == AT_LEAST_1 else f" {allowed}"
     if not what:

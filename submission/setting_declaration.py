@@ -56,6 +56,8 @@ FRACTION, BELOW_1 = Range(0, 1), Range(0, 1, high_open=True)
 SEED_RANGE = Range(0, 2**32, high_open=True)
 
 Admits = Range | tuple[str, ...] | Callable[[], tuple[str, ...]] | None
+# what a value of each type is called where a wrong one is refused ("lr takes a number")
+TYPE_WORDS = {bool: "true or false", int: "a whole number", float: "a number"}
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,6 @@ list of the settings it records. Settings that tie two values together are check
 config.validate (and by the method that declares them).
 """
 import dataclasses
-import math
 import typing
 from dataclasses import dataclass
 from typing import Any, get_args
@@ -29,7 +28,8 @@ from .methods.declarations.sgdw import SGDWSettings
 from .methods.declarations.stochastic_depth import StochasticDepthSettings
 from .methods.declarations.trivialaugment import TrivialAugmentSettings
 from .setting_declaration import (ABOVE_0, AT_LEAST_0, AT_LEAST_1, BELOW_1, COMPARED, FRACTION, HARNESS,
-                                  OPERATIONAL, RECIPE, RECORDED, Declaration, Range, declaration_of, setting)
+                                  OPERATIONAL, RECIPE, RECORDED, TYPE_WORDS, Declaration, Range, declaration_of,
+                                  setting)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -312,19 +312,11 @@ def coerce(name: str, raw: Any, origin: str) -> Any:
                 value = float(value)   # YAML 1.1 reads 5e-4 (no dot) as a string
             except ValueError:
                 pass
-    where = "" if origin == "the command line" else f" (in {origin})"
-    if kind_of is bool:
-        if not isinstance(value, bool):
-            raise ConfigError(f"{name} takes true or false, not {raw!r}{where}")
-    elif kind_of is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{name} takes a whole number, not {raw!r}{where}")
-    elif kind_of is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise ConfigError(f"{name} takes a number, not {raw!r}{where}")
-        value = float(value)
-    elif kind_of is str:
-        value = "" if value is None else str(value)
-    return value
+    if kind_of is str:
+        return "" if value is None else str(value)
+    if value is None or not DECLARED[name].is_a(value):
+        where = "" if origin == "the command line" else f" (in {origin})"
+        raise ConfigError(f"{name} takes {TYPE_WORDS[kind_of]}, not {raw!r}{where}")
+    return float(value) if kind_of is float else value
 
 

@@ -188,9 +188,6 @@ def _descriptor_problems(descriptor: dict[str, Any]) -> list[str]:
 
 
 def _is_count(value: Any, lowest: int) -> bool:
-    """A whole number >= lowest, as a JSON number or a string of digits."""
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, str):
-        return value.strip().isascii() and value.strip().isdigit() and int(value) >= lowest
-    return isinstance(value, int) and value >= lowest
+    """A whole number >= lowest, as a JSON number (not 8.0) or a string of digits."""
+    count = None if isinstance(value, float) else _count(value)
+    return count is not None and count >= lowest
