@@ -102,8 +102,7 @@ class Declaration:
 
     def words(self, value: Any) -> list[str]:
         """The words of a comma list (many=True), in order, once each; [] for none."""
-        words = [word.strip().lower() for word in str(value).split(",") if word.strip()]
-        return [word for word in dict.fromkeys(words) if word != NONE]
+        return [word for word in dict.fromkeys(_comma_words(value)) if word != NONE]
 
     def problem(self, value: Any) -> str | None:
         """Why `value` (of the declared type) is not admitted, in words, or None."""
@@ -112,7 +111,7 @@ class Declaration:
             if value is not None and not allowed.admits(value):
                 return f"must be {allowed}"
         elif allowed and self.many:
-            words = [word.strip().lower() for word in str(value).split(",") if word.strip()]
+            words = _comma_words(value)
             unknown = [word for word in words if word not in allowed]
             if unknown:
                 return f"must be one of {', '.join(c for c in allowed if c)}, or several joined by commas"
@@ -133,6 +132,11 @@ class Declaration:
             return ("one of " + ", ".join(words) + (" (or empty)" if "" in allowed else "")
                     + (", or several joined by commas" if self.many else ""))
         return ""
+
+
+def _comma_words(value: Any) -> list[str]:
+    """The words of a comma-separated text, lower case, as written (repeats and `none` kept)."""
+    return [word.strip().lower() for word in str(value).split(",") if word.strip()]
 
 
 def setting(kind: str, meaning: str, default: Any = MISSING, *, admits: Admits = None,
