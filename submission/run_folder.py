@@ -45,6 +45,11 @@ def result_name(index: int) -> str:
     return f"result_{index}.txt"
 
 
+def partial_of(result: Path) -> Path:
+    """The name a result log has while its run writes it (result_0.txt.partial)."""
+    return result.with_name(result.name + PARTIAL)
+
+
 def result_index(path: Path | str) -> str | None:
     """The run index in a result file's name ("3" of result_3.txt), None for another name."""
     found = _RESULT_NAME.match(Path(path).name)
@@ -63,7 +68,7 @@ class RunFiles:
 
     @property
     def partial(self) -> Path:
-        return self.result.with_name(self.result.name + PARTIAL)
+        return partial_of(self.result)
 
 
 @dataclass(frozen=True)

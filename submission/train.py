@@ -37,7 +37,7 @@ from .data.run_loaders import run_loaders
 from .followers import RunSpec, agree_on_run
 from .mlperf_log import RunLog
 from .progress import Reporter
-from .run_folder import PARTIAL
+from .run_folder import partial_of
 from .run_plan import RunPlan
 from .step import RecipeStep, build_step
 from .stop_signals import INTERRUPTED_EXIT, STOP, Interrupted, die_with_parent
@@ -241,7 +241,7 @@ def main(argv=None) -> int:
         dist_utils.cleanup()
         return 0
     config = spec.config
-    partial = Path(f"{args.result}{PARTIAL}") if ctx.is_main and args.result else None
+    partial = partial_of(args.result) if ctx.is_main and args.result else None
     log = RunLog(str(partial) if partial else None)
     trackers = None
     try:
