@@ -88,6 +88,14 @@ class Loader:
     resolution: int | None = figure(COUNT, None)
     epoch_start_s: float | None = figure(SECONDS, None)
     device_memory_bytes: int | None = figure(WHOLE, None)     # its peak on a GPU (buffers, batches)
+    # per batch of the loader alone (bench.timing.per_batch_costs): torch operations its device
+    # work calls from Python and its augmentation's (the device loader's); seconds of its host
+    # work (the device loader's compiled gather; FFCV's and torchvision's whole batch) and of the
+    # device loader's Python calling torch
+    torch_ops_per_batch: int | None = figure(WHOLE, None)
+    augmentation_ops_per_batch: int | None = figure(WHOLE, None)
+    host_s_per_batch: float | None = figure(SECONDS, None)
+    python_s_per_batch: float | None = figure(SECONDS, None)
 
     @property
     def img_per_s_per_thread(self) -> float:

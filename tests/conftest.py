@@ -21,9 +21,15 @@ REPO = Path(__file__).resolve().parent.parent
 # The suite checks what CI checks, on the CPU: on a GPU machine the GPUs are hidden from it
 # and from every process it starts (before torch looks for them), so that `system=local`,
 # a dry run of `system=p4d` and the like meet the machine the tests were written for. The
-# GPU path is measured with `python -m submission bench` and a campaign (docs/gpu-h100.md).
+# GPU path is measured with `python -m submission bench` and a campaign (docs/gpu-h100.md);
+# the tests marked `gpu` (skipped without CUDA) see the GPUs when a run selects them alone:
+# `python -m pytest -m gpu tests/...` (docs/gpu-data.md).
 GPUS_HIDDEN = {"CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": ""}   # for a child's own env=
-os.environ.update(GPUS_HIDDEN)
+
+
+def pytest_configure(config):
+    if config.option.markexpr.strip() != "gpu":
+        os.environ.update(GPUS_HIDDEN)
 
 # Under pytest-xdist (tests/run.sh) each worker runs on its own share of this process's CPUs,
 # and so does every process its tests start (they inherit it): the harness fits torch's threads

@@ -59,12 +59,15 @@ def _figures():
             "eval_forward": 500.0, "mfu": {"flops_per_image": 1e9, "peak_flops": 1e11, "dtype": "torch.float32",
                                            "mfu": 0.2},
             "loader": 800.0, "loader_epoch_start": 0.2,
+            "loader_per_batch": {"torch_ops": None, "augmentation_ops": None, "host_s": 0.04, "python_s": None,
+                                 "decode_s": None},
             "fed": {32: {"fed_img_per_s": 90.0, "synthetic_img_per_s": 99.0},
                     16: {"fed_img_per_s": 250.0, "synthetic_img_per_s": 290.0}},
             "eval_first": 200.0, "eval": 250.0,
             "beside": {"kind": "device", "img_per_s": 3000.0, "threads": 2, "epoch_start_s": 0.1,
                        "memory": 1_500_000, "fed": {32: {"fed_img_per_s": 98.0, "synthetic_img_per_s": 99.0}},
-                       "eval": 400.0}}
+                       "eval": 400.0, "per_batch": {"torch_ops": 18, "augmentation_ops": None, "host_s": 0.003,
+                                                    "python_s": 0.001, "decode_s": None}}}
 
 
 def test_the_bench_writes_version_2_with_every_figure_it_measured(tmp_path):
@@ -79,7 +82,7 @@ def test_the_bench_writes_version_2_with_every_figure_it_measured(tmp_path):
     assert data["fed_step_by_side"]["16"] == {"fed_img_per_s": 250.0, "synthetic_img_per_s": 290.0,
                                               "in_turns": True}
     assert data["loader"] == {"kind": "ffcv", "img_per_s": 800.0, "threads": config.workers_per_device,
-                              "resolution": 32, "epoch_start_s": 0.2,
+                              "resolution": 32, "epoch_start_s": 0.2, "host_s_per_batch": 0.04,
                               "img_per_s_per_thread": 800.0 / config.workers_per_device}
     assert data["setup_s"] == {"first_eval_extra": pytest.approx(1 / 200 - 1 / 250)}
     assert data["loader_setup_s"]["warm"]["warm_up_s"] == 3.0 and data["mfu"]["mfu"] == 0.2
@@ -89,7 +92,8 @@ def test_the_bench_writes_version_2_with_every_figure_it_measured(tmp_path):
     assert data["loop_overhead"]["share_of_step"] == 0.05 and "compiled" not in data
     assert data["loader_beside"] == {
         "loader": {"kind": "device", "img_per_s": 3000.0, "threads": 2, "resolution": 32, "epoch_start_s": 0.1,
-                   "device_memory_bytes": 1_500_000},
+                   "device_memory_bytes": 1_500_000, "torch_ops_per_batch": 18, "host_s_per_batch": 0.003,
+                   "python_s_per_batch": 0.001},
         "fed_step_by_side": {"32": {"fed_img_per_s": 98.0, "synthetic_img_per_s": 99.0, "in_turns": True}},
         "eval_img_per_s": 400.0}
     path = tmp_path / "p.json"

@@ -63,8 +63,8 @@ from ..run_plan import RunPlan
 from ..step import autocast_dtype, autocast_for, build_step, grad_scaler, optimizer_step
 from ..system_json import fill_from_host
 from ..warmup import compiled, warm_up_loaders
-from .timing import (finish, first_call, in_turns, loader_alone, matmul_peak, synthetic_batch, sync,
-                     timed)
+from .timing import (describe_costs, finish, first_call, in_turns, loader_alone, matmul_peak, per_batch_costs,
+                     synthetic_batch, sync, timed)
 
 def say(line: str = "") -> None:
     print(line, flush=True)
@@ -419,7 +419,8 @@ def _loader_rows(config, step, data, device, steps: int, rounds: int, full, smal
     sides = fed_sides or tuple(dict.fromkeys((config.train_resolution, smallest)))
     own = _one_loader(config, step, data, device, steps, rounds, full, base, sides)
     figures = {"loader": own["img_per_s"], "loader_epoch_start": own["epoch_start_s"], "fed": own["fed"],
-               "eval_first": own["eval_first"], "eval": own["eval"], "loader_memory": own["memory"]}
+               "eval_first": own["eval_first"], "eval": own["eval"], "loader_memory": own["memory"],
+               "loader_per_batch": own["per_batch"]}
     if config.train_loader == "torchvision":
         figures["augmentation"] = augmentation_cost(config, data)
     other = config.replaced({"train_loader": beside(config)}, "the bench: the loader beside the run's")
@@ -446,6 +447,8 @@ def _one_loader(config, step, data, device, steps: int, rounds: int, full, base:
         f"({config.workers_per_device} "
         + (f"DataLoader worker(s), {pillow_build()})" if name == "torchvision" else "thread(s))")
         + (f"; its device memory at most {found['memory'] / 2**20:,.0f} MiB" if found["memory"] else ""))
+    found["per_batch"] = per_batch_costs(config.train_loader, train_loader, batch, found["img_per_s"])
+    say("  " + describe_costs(config.train_loader, found["per_batch"], config.workers_per_device))
     say(f"  the loader alone is timed inside epochs; each epoch's start costs "
         f"{found['epoch_start_s'] or 0:.2f} s more than a steady batch (threads started, "
         "pipeline filled)")
@@ -498,13 +501,15 @@ def _side_by_side(config, loaders: dict, sides: tuple[int, ...]) -> None:
     ratio of the synthetic step, evaluation, device memory."""
     say("\n  the loaders side by side (the step fed: its rate over the synthetic step's at that side):")
     say(f"  {'loader':<24}{'img/s alone':>12}{'threads':>9}" + "".join(f"{f'fed {side} px':>12}" for side in sides)
-        + f"{'eval img/s':>12}{'device MiB':>12}")
+        + f"{'eval img/s':>12}{'device MiB':>12}{'ops/batch':>11}{'host ms':>9}")
     for kind, v in loaders.items():
         label = LOADER_NAMES[kind] + (" (the run's)" if kind == config.train_loader else "")
         ratios = "".join(f"{v['fed'][side]['fed_img_per_s'] / v['fed'][side]['synthetic_img_per_s']:>11.2f}x"
                          for side in sides)
         memory = f"{v['memory'] / 2**20:>12,.0f}" if v["memory"] is not None else f"{'-':>12}"
-        say(f"  {label:<24}{v['img_per_s']:>12,.1f}{v['threads']:>9}{ratios}{v['eval']:>12,.1f}{memory}")
+        ops = v["per_batch"]["torch_ops"]
+        say(f"  {label:<24}{v['img_per_s']:>12,.1f}{v['threads']:>9}{ratios}{v['eval']:>12,.1f}{memory}"
+            f"{'n/a' if ops is None else ops:>11}{v['per_batch']['host_s'] * 1e3:>9.1f}")
 
 
 def _eval_passes(step, val_loader, device) -> list[float]:
@@ -580,11 +585,17 @@ def augmentation_cost(config, data, images: int = AUGMENTATION_IMAGES) -> dict:
     return figures
 
 
+def _per_batch_part(costs: dict) -> dict:
+    """The profile's Loader fields of per_batch_costs's figures."""
+    return {"torch_ops_per_batch": costs["torch_ops"], "augmentation_ops_per_batch": costs["augmentation_ops"],
+            "host_s_per_batch": costs["host_s"], "python_s_per_batch": costs["python_s"]}
+
+
 def _beside_part(found: dict, resolution: int) -> LoaderBeside:
     return LoaderBeside(
         loader=Loader(kind=found["kind"], img_per_s=found["img_per_s"], threads=found["threads"],
                       resolution=resolution, epoch_start_s=found["epoch_start_s"],
-                      device_memory_bytes=found["memory"]),
+                      device_memory_bytes=found["memory"], **_per_batch_part(found["per_batch"])),
         fed_step_by_side={side: FedStep(**v, in_turns=True) for side, v in found["fed"].items()},
         eval_img_per_s=found["eval"])
 
@@ -607,7 +618,8 @@ def profile(config, figures: dict, steps: int, rounds: int) -> BenchProfile:
         eval_img_per_s=figures["eval"],
         loader=Loader(kind=config.train_loader, img_per_s=figures["loader"],
                       threads=config.workers_per_device, resolution=config.train_resolution,
-                      epoch_start_s=figures["loader_epoch_start"], device_memory_bytes=figures.get("loader_memory")),
+                      epoch_start_s=figures["loader_epoch_start"], device_memory_bytes=figures.get("loader_memory"),
+                      **_per_batch_part(figures["loader_per_batch"])),
         fed_step_by_side={side: FedStep(**v, in_turns=True) for side, v in figures["fed"].items()},
         loader_beside=(_beside_part(figures["beside"], config.train_resolution) if "beside" in figures
                        else None),

@@ -1,13 +1,15 @@
 """`bench sweep=loader`: the FFCV train loader and the device loader (train_loader=device), each
 alone, on the same images written with each of a few .beton write options (mode, max
-resolution, JPEG quality)."""
+resolution, JPEG quality), on the configuration's device (CUDA on a GPU machine): their rates,
+and per batch of the device loader its torch operations and the milliseconds of its host's
+compiled gather, its device's JPEG decode and its Python calling torch (timing.per_batch_costs)."""
 from __future__ import annotations
 
 import torch
 
 from ..data import device_loader, ffcv_loaders
 from ..data.prepare import prepare
-from .timing import loader_alone
+from .timing import loader_alone, per_batch_costs
 
 # .beton write options against loader rate; the first row is the published conversion
 LOADER_SWEEP = (  # (write_mode, write_max_resolution, write_jpeg_quality)
@@ -30,7 +32,8 @@ def loader_sweep(config, device: torch.device, steps: int, say=print) -> None:
     say(f"the train loaders alone: {config.train_resolution} px crops, batch {batch}, "
         f"{config.workers_per_device} threads, on {device.type}, images of "
         f"{config.data_dir or config.dataset} (train_limit={config.train_limit})\n")
-    say("  write_mode  max res  quality  stored size            FFCV loader     device loader")
+    say("  write_mode  max res  quality  stored size            FFCV loader     device loader"
+        "  ops/batch  host ms  decode ms  python ms")
     for mode, max_resolution, quality in LOADER_SWEEP:
         variant = config.replaced({"write_mode": mode, "write_max_resolution": max_resolution,
                                    "write_jpeg_quality": quality}, "bench sweep=loader")
@@ -43,7 +46,14 @@ def loader_sweep(config, device: torch.device, steps: int, say=print) -> None:
                                                   variant.workers_per_device, 0, device, 0, 1,
                                                   variant.crop_scale_min)):
             rates.append(loader_alone(loader, steps * 3, device, restarts=0)[0])
+        costs = per_batch_costs("device", loader, batch, rates[1])
         stored = Reader(data.train_path).alloc_table["size"].sum()   # without page padding
         say(f"  {mode:<11} {max_resolution:>6} px  q{quality:<4} "
-            f"{stored / data.train_samples / 1024:9.1f} KiB/image {rates[0]:10.1f} img/s {rates[1]:10.1f} img/s")
-    say(f"  ({data.train_samples} images in each variant)")
+            f"{stored / data.train_samples / 1024:9.1f} KiB/image {rates[0]:10.1f} img/s {rates[1]:10.1f} img/s"
+            f"{costs['torch_ops']:>11}{_ms(costs['host_s']):>9}{_ms(costs['decode_s']):>11}{_ms(costs['python_s']):>11}")
+    say(f"  ({data.train_samples} images in each variant; the device loader's milliseconds are medians per "
+        "batch; decode: its JPEGs on the device, none where it decodes them on the host (a CPU))")
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1e3:.1f}"

@@ -99,6 +99,41 @@ def loader_alone(loader, batches: int, device: torch.device, restarts: int = 3) 
     return rate, max(0.0, sum(later_starts) / len(later_starts) - steady_s / steady_batches)
 
 
+# why a loader's torch operations per batch are not counted (the profiler sees one thread)
+UNCOUNTED = {"ffcv": "made in FFCV's own threads, which the profiler of this thread does not see",
+             "torchvision": "made in DataLoader worker processes, which the profiler of this process does not see"}
+
+
+def per_batch_costs(kind: str, loader, batch: int, img_per_s: float) -> dict:
+    """What one batch of a loader measured alone costs the host: `torch_ops` its device work
+    calls from Python and `augmentation_ops` its augmentation's (the device loader's, counted
+    with torch.profiler; None for the others: UNCOUNTED), `host_s` its host work (the device
+    loader's compiled gather, median; FFCV's and torchvision's whole batch at their rate alone:
+    all of their work is host work), `python_s` the device loader's Python calling torch and
+    `decode_s` its device's JPEG decode (medians; None for the others)."""
+    if kind != "device":
+        return {"torch_ops": None, "augmentation_ops": None, "host_s": batch / img_per_s,
+                "python_s": None, "decode_s": None}
+    from ..data.device_loader import AUGMENT
+    ms = loader.figures.per_batch_ms()          # of the batches timed: before the count's two
+    counted = loader.ops_per_batch()
+    return {"torch_ops": counted.ops, "augmentation_ops": counted.parts[AUGMENT] if loader.augment else None,
+            **{f"{name}_s": None if value is None else value / 1e3 for name, value in ms.items()}}
+
+
+def describe_costs(kind: str, costs: dict, threads: int) -> str:
+    """One line of what per_batch_costs found, for people."""
+    if costs["torch_ops"] is None:
+        return (f"per batch: torch operations n/a ({UNCOUNTED[kind]}); host {costs['host_s'] * 1e3:.1f} ms "
+                f"(its whole batch with {threads} thread(s): all of its work is on the host)")
+    augmentation = (f", its augmentation's {costs['augmentation_ops']} apart"
+                    if costs["augmentation_ops"] is not None else "")
+    decode = f", the device's JPEG decode {costs['decode_s'] * 1e3:.1f} ms" if costs["decode_s"] is not None else ""
+    return (f"per batch: {costs['torch_ops']} torch operations called from Python{augmentation}; host "
+            f"{costs['host_s'] * 1e3:.1f} ms (the compiled gather, {threads} thread(s), the interpreter free), "
+            f"Python calling torch {costs['python_s'] * 1e3:.1f} ms{decode}")
+
+
 def matmul_peak(device: torch.device, dtype: torch.dtype, n: int, rounds: int) -> float:
     """FLOP/s of an n x n matmul on this device and dtype (the MFU denominator), the best
     of `rounds` timings: a peak caught in a slow minute would put MFU above 100%."""

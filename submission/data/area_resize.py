@@ -11,14 +11,13 @@ OpenCV's INTER_AREA (modules/imgproc/src/resize.cpp, 4.x):
     fx = (d + 1) - (floor(d * scale) + 1) / scale in float32, less its floor (0 when <= 0),
     clamped to the image at both ends (the `area_mode` branch of the linear resize).
 Both are separable: each output row is a weighted sum of a few source rows, then each output
-column of a few columns. `taps` computes those index/weight pairs (compiled by numba) as
-resize.cpp computes them; `resize` copies the rows and columns they name from images padded
-to the batch's largest (the padding is never named) and sums them, in float32, on the device:
-a few row copies and multiply-adds per batch, whatever the crops' sizes.
+column of a few columns. `axis_taps` computes those index/weight pairs along one direction as
+resize.cpp computes them (compiled by numba inside the device loader's gather, batch_gather.py);
+`resize` sums the rows and then the columns they name, in float32, on the device: two
+embedding_bag sums and one copy per batch, whatever the crops' sizes and their number.
 """
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
@@ -27,7 +26,7 @@ import torch
 AREA_EPSILON = 1e-3             # resize.cpp's threshold for a partial pixel at a cell's edge
 
 
-def _axis_taps(source: int, output: int, start: int, area: bool, flip: bool,
+def axis_taps(source: int, output: int, start: int, area: bool, flip: bool,
                index: np.ndarray, weight: np.ndarray) -> None:
     """Fill index[d, :], weight[d, :] (zeros past the taps used) with the source pixels
     (offset by `start`, the crop's first pixel) and weights of output pixel d along one
@@ -72,23 +71,6 @@ def _axis_taps(source: int, output: int, start: int, area: bool, flip: bool,
             weight[row, 1] = fraction
 
 
-@functools.cache
-def _compiled_batch_taps():
-    """The taps of every image of a batch, compiled by numba (plain Python where numba's JIT is
-    disabled); without fastmath, so that the floors fall where OpenCV's do."""
-    import numba
-    axis = numba.njit(_axis_taps)
-
-    @numba.njit
-    def batch_taps(boxes, flips, output, rows_index, rows_weight, cols_index, cols_weight):
-        for n in range(boxes.shape[0]):
-            top, left, height, width = boxes[n, 0], boxes[n, 1], boxes[n, 2], boxes[n, 3]
-            area = height >= output and width >= output
-            axis(height, output, top, area, False, rows_index[n], rows_weight[n])
-            axis(width, output, left, area, flips[n], cols_index[n], cols_weight[n])
-    return batch_taps
-
-
 def most_taps(boxes: np.ndarray, output: int) -> int:
     """Taps per output pixel the batch needs: ceil(scale) + 1 when shrinking, 2 otherwise."""
     if not len(boxes):
@@ -96,35 +78,18 @@ def most_taps(boxes: np.ndarray, output: int) -> int:
     return max(2, int(math.ceil(boxes[:, 2:].max() / output)) + 1)
 
 
-def taps(boxes: np.ndarray, flips: np.ndarray, output: int):
-    """(rows_index, rows_weight, cols_index, cols_weight), each (n, output, most_taps): the
-    source rows and columns, in image coordinates, and weights of each output row and column
-    of every image's crop `boxes[n]` (top, left, height, width) resized to output x output."""
-    count, width = len(boxes), most_taps(boxes, output)
-    rows_index, cols_index = (np.zeros((count, output, width), np.int64) for _ in range(2))
-    rows_weight, cols_weight = (np.zeros((count, output, width), np.float32) for _ in range(2))
-    _compiled_batch_taps()(np.ascontiguousarray(boxes, np.int64), np.ascontiguousarray(flips, np.bool_),
-                           output, rows_index, rows_weight, cols_index, cols_weight)
-    return rows_index, rows_weight, cols_index, cols_weight
-
-
-def resize(canvas: torch.Tensor, taps_on_device) -> torch.Tensor:
-    """(n, output, output, 3) float32 crops of `canvas` (n, H, W, 3 uint8, contiguous: each image
-    at its top left, padded), with the taps of `taps` (already on canvas's device): each output
-    row a weighted sum of a few whole source rows (copied as rows), then each output column of a
-    few columns of those (the rows turned to columns first). Channels last, as the step takes."""
-    rows_index, rows_weight, cols_index, cols_weight = taps_on_device
-    count, height, width, channels = canvas.shape
-    output = rows_index.shape[1]
-    images = torch.arange(count, device=canvas.device).view(count, 1)
-    flat = canvas.view(count * height, width * channels)
-    rows = torch.zeros((count * output, width * channels), dtype=torch.float32, device=canvas.device)
-    for k in range(rows_index.shape[2]):
-        picked = flat.index_select(0, (images * height + rows_index[:, :, k]).view(-1))
-        rows.addcmul_(picked.float(), rows_weight[:, :, k].reshape(-1, 1))
-    columns = rows.view(count, output, width, channels).transpose(1, 2).reshape(count * width, output * channels)
-    crops = torch.zeros((count * output, output * channels), dtype=torch.float32, device=canvas.device)
-    for k in range(cols_index.shape[2]):
-        picked = columns.index_select(0, (images * width + cols_index[:, :, k]).view(-1))
-        crops.addcmul_(picked, cols_weight[:, :, k].reshape(-1, 1))
-    return crops.view(count, output, output, channels).transpose(1, 2)       # (n, y, x, c)
+def resize(table: torch.Tensor, index: torch.Tensor, weights: torch.Tensor, offsets: torch.Tensor,
+           count: int, width: int) -> torch.Tensor:
+    """(count, side, side, 3) float32 crops, each image's columns first: [n, x, y, c]. `table`:
+    float32 rows of 3 x `width` values (an image's pixel rows, channels interleaved); `index`,
+    `weights`: (2, count x side x taps) row taps (table rows) and column taps (n x width + x),
+    `offsets` every taps-th position (a bag of taps per output row or column). Each output row is
+    the weighted sum of the table rows its taps name, each output column of the columns its taps
+    name in those rows: two embedding_bag sums, between them one copy turning rows to columns."""
+    rows_index, columns_index = index.unbind(0)
+    rows_weight, columns_weight = weights.unbind(0)
+    rows = torch.embedding_bag(table, rows_index, offsets, False, 0, False, rows_weight)[0]
+    side = rows.shape[0] // count
+    columns = rows.view(count, side, width, 3).transpose(1, 2).reshape(count * width, side * 3)
+    crops = torch.embedding_bag(columns, columns_index, offsets, False, 0, False, columns_weight)[0]
+    return crops.view(count, side, side, 3)

@@ -75,7 +75,7 @@ class BetonSamples:
         self.labels = np.array(reader.metadata["f1"], dtype=np.int64)
         table = np.sort(reader.alloc_table, order="ptr")
         self.sizes = np.array(table["size"][np.searchsorted(table["ptr"], self.ptrs)], dtype=np.int64)
-        self._data: np.memmap | None = None
+        self._data: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -83,12 +83,16 @@ class BetonSamples:
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_data": None}
 
+    def data(self) -> np.ndarray:
+        """The whole file's bytes, a read-only memory map (as a plain array: numba reads it)."""
+        if self._data is None:
+            self._data = np.memmap(self.path, dtype=np.uint8, mode="r").view(np.ndarray)
+        return self._data
+
     def stored(self, index: int) -> np.ndarray:
         """Sample `index`'s bytes as stored: a JPEG's file, or raw HxWx3 pixels (flat)."""
-        if self._data is None:
-            self._data = np.memmap(self.path, dtype=np.uint8, mode="r")
         start = int(self.ptrs[index])
-        return self._data[start:start + int(self.sizes[index])]
+        return self.data()[start:start + int(self.sizes[index])]
 
     def pixels(self, index: int) -> np.ndarray:
         """A raw sample's HxWx3 uint8 pixels (a view of the file)."""

@@ -2,23 +2,21 @@
 run's device, from the .beton files prepare writes for FFCV, so that on a GPU the step, not a
 CPU JPEG decoder, sets a run's pace (docs/gpu-data.md).
 
-Per batch, on the host (the loader's thread, `workers_per_device` threads copying bytes):
-the samples of the batch's indices (beton_samples.BetonSamples); each image's crop and flip,
-drawn with FFCV's own `get_random_crop` (scale (crop_scale_min, 1), ratio (3/4, 4/3), its ten
-tries and its centre fallback; compiled as FFCV compiles it) from a generator seeded by
-(seed, rank, epoch, batch), so a seed gives the same batches; the resize's taps
-(area_resize: OpenCV's INTER_AREA weights, what FFCV resizes with); raw images copied into one
-padded array and each JPEG's bytes gathered, in pinned memory on a GPU. Then on the device:
-the raw array copied over, the JPEGs decoded as one batch (torchvision's decode_jpeg: nvJPEG
-on a GPU), every crop resized by gathering and summing the rows and columns its taps name
-(the flip is in the column taps), RandAugment or TrivialAugment where the configuration has
-one (methods/randaugment_batch.py, trivialaugment_batch.py). Batches leave as
-FFCV's do: uint8 N x 3 x side x side in channels-last memory on the device, labels int64 (N, 1).
-
-On a GPU the device work is queued on a CUDA stream of the loader's own, AHEAD batches before
-the step takes them; on a CPU the loader's thread only gathers, and the batch is finished in
-the step's thread when it is taken (a torch op in another thread would start an OpenMP team
-of its own beside the step's: docs/ffcv-notes.md).
+Per batch, on the host, one compiled call that leaves the interpreter free (batch_gather: numba,
+parallel over the images): each image's crop and flip drawn with FFCV's own `get_random_crop`
+(scale (crop_scale_min, 1), ratio (3/4, 4/3), its ten tries and its centre fallback) from a
+generator seeded by (seed, rank, epoch, batch), so a seed gives the same batches; the resize's
+taps (area_resize: OpenCV's INTER_AREA weights, what FFCV resizes with); and a slot of the
+loader's ring of host buffers (pinned on a GPU) filled: a table of pixel rows (the raw images;
+on a CPU the JPEGs too, decoded with FFCV's own decoder), the JPEGs' bytes for the device.
+Then on the device, the same few torch operations whatever the batch's size (torch_ops counts
+them): the table copied over, the JPEGs decoded as one batch (torchvision's decode_jpeg: nvJPEG)
+and padded into it, every crop resized by two weighted sums of the table rows and columns its
+taps name (area_resize.resize; the flip is in the column taps), RandAugment or TrivialAugment
+where the configuration has one (methods/randaugment_batch.py, trivialaugment_batch.py).
+Batches leave as FFCV's do: uint8 N x 3 x side x side in channels-last memory on the device,
+labels int64 (N, 1). epoch_ahead.EpochAhead makes them AHEAD of the step, on a GPU on a CUDA
+stream of the loader's own.
 
 Order and sharding are FFCV's RANDOM order (traversal_order/random.py): one process, a
 permutation from default_rng(seed + epoch); several, a DistributedSampler(seed) per epoch
@@ -29,12 +27,10 @@ short side, resized to eval_resolution), the last batch kept.
 """
 from __future__ import annotations
 
-import contextlib
-import functools
 import math
-import queue
-import threading
-from concurrent.futures import ThreadPoolExecutor
+import time
+import warnings
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -42,15 +38,36 @@ from typing import Callable
 import numpy as np
 import torch
 
-from . import area_resize
+from . import area_resize, batch_gather
+from .batch_gather import Crops, Gathered, HostSlot, Layout
 from .beton_samples import JPEG, BetonSamples
+from .epoch_ahead import EpochAhead
+from .torch_ops import OpCount, count_ops
 
 AHEAD = 2        # batches made ahead of the one the step takes
-CHUNK = 64       # images resized together: bounds their rows' float32 sums (64 x 176 x 500 x 3)
+RECENT = 200     # batches whose timings LoaderFigures keeps
+DECODE, AUGMENT = "device_loader.decode", "device_loader.augment"    # named parts of a batch's device work
+# the decoded JPEGs are padded in one operation by a (strided) nested tensor, which torch calls
+# a prototype; it is used for that one operation only
+warnings.filterwarnings("ignore", message="The PyTorch API of nested tensors is in prototype stage")
 
 
 class UndecodableSample(RuntimeError):
     """A sample's JPEG does not decode: the .beton is damaged."""
+
+
+def decode_jpegs(jpegs: list[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
+    """`jpegs` (CPU uint8 tensors of JPEG files) decoded by torchvision on `device`: (3, H, W)
+    uint8 each, nvJPEG on a GPU. There torchvision allocates the outputs on the current stream
+    and nvJPEG's hardware engine writes them from a stream of its own without waiting for the
+    current one: a block the current stream has freed while kernels queued on it still read it
+    would be overwritten under them (pytorch/vision#9606, meta-pytorch/torchcodec#1634). The
+    current stream is synchronized first, so that no freed block has a reader left
+    (docs/gpu-data.md)."""
+    from torchvision.io import ImageReadMode, decode_jpeg
+    if device.type == "cuda":
+        torch.cuda.current_stream(device).synchronize()
+    return decode_jpeg(jpegs, device=device, mode=ImageReadMode.RGB)
 
 
 @dataclass(frozen=True)
@@ -77,61 +94,36 @@ class BatchAugment:
                    lambda images, steps: randaugment_batch.apply(images, steps, chosen))
 
 
-@functools.cache
-def _crop_drawer():
-    """FFCV's crop draw and a flip draw for each image of a batch, from the generator of
-    numba's thread (or numpy's, where FFCV's compilation is off) seeded for the batch."""
-    from ffcv.fields.rgb_image import get_random_crop
-    from ffcv.pipeline.compiler import Compiler
-    crop = Compiler.compile(get_random_crop)
-
-    def draw(heights, widths, scale, ratio, seed, boxes, flips):
-        np.random.seed(seed)
-        for n in range(len(heights)):
-            top, left, height, width = crop(heights[n], widths[n], scale, ratio)
-            boxes[n, 0] = top
-            boxes[n, 1] = left
-            boxes[n, 2] = height
-            boxes[n, 3] = width
-            flips[n] = np.random.rand() < 0.5
-    return Compiler.compile(draw)
-
-
-def random_crops(heights: np.ndarray, widths: np.ndarray, crop_scale_min: float,
-                 seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """((n, 4) boxes (top, left, height, width), (n,) flips) of RandomResizedCrop as FFCV draws
-    it, and a horizontal flip with probability 1/2."""
-    boxes, flips = np.empty((len(heights), 4), np.int64), np.empty(len(heights), np.bool_)
-    _crop_drawer()(np.asarray(heights, np.int64), np.asarray(widths, np.int64),
-                   np.array((crop_scale_min, 1.0)), np.array((3 / 4, 4 / 3)), np.uint32(seed), boxes, flips)
-    return boxes, flips
-
-
-def center_crops(heights: np.ndarray, widths: np.ndarray, ratio: float) -> np.ndarray:
-    """(n, 4) boxes of FFCV's centre crop (get_center_crop): a square of ratio x the short side."""
-    from ffcv.fields.rgb_image import get_center_crop
-    return np.array([get_center_crop(int(h), int(w), None, ratio) for h, w in zip(heights, widths)],
-                    np.int64).reshape(-1, 4)
-
-
-def batch_seed(seed: int, rank: int, epoch: int, number: int) -> int:
-    """The seed of one batch's draws (crops, flips, RandAugment)."""
-    return int(np.random.SeedSequence([seed, rank, epoch, number]).generate_state(1)[0])
-
-
 @dataclass
 class HostBatch:
-    """One batch gathered on the host, before the device's work."""
+    """One batch gathered on the host into a slot of the loader's ring, before the device's work."""
     indices: np.ndarray                  # sample indices, in batch order
-    labels: torch.Tensor                 # (n, 1) int64
+    slot: HostSlot
+    gathered: Gathered
     boxes: np.ndarray                    # (n, 4) crops: top, left, height, width
     flips: np.ndarray                    # (n,) horizontal flips
-    taps: tuple                          # area_resize.taps of every image
-    raw_rows: np.ndarray                 # where the raw images go in the batch
-    raw: torch.Tensor | None             # (r, H, W, 3) uint8: each raw image at its top left
-    jpeg_rows: np.ndarray
-    jpegs: list                          # each JPEG's bytes, CPU uint8 tensors
     augment: list | None                 # the augmentation's draws (BatchAugment.draw)
+    decode_s: float = 0.0                # the device's decode of its JPEGs, once done
+
+    def jpeg_samples(self, samples: BetonSamples) -> np.ndarray:
+        """The samples of the JPEGs the device decodes, in the batch's order."""
+        return self.indices[samples.modes[self.indices] == JPEG] if self.gathered.jpegs else self.indices[:0]
+
+
+class LoaderFigures:
+    """What the loader measured of its own work, batch by batch (the last RECENT batches): the
+    compiled gather on the host (the interpreter free), the device's JPEG decode (the stream
+    synchronized, then nvJPEG), and the rest of the device part, Python calling torch."""
+
+    def __init__(self) -> None:
+        self.host_s: deque[float] = deque(maxlen=RECENT)
+        self.decode_s: deque[float] = deque(maxlen=RECENT)
+        self.python_s: deque[float] = deque(maxlen=RECENT)
+
+    def per_batch_ms(self) -> dict[str, float | None]:
+        """Median milliseconds per batch of each part (None: not measured yet)."""
+        return {name: float(np.median(values)) * 1e3 if values else None
+                for name, values in (("host", self.host_s), ("decode", self.decode_s), ("python", self.python_s))}
 
 
 class DeviceLoader:
@@ -144,10 +136,17 @@ class DeviceLoader:
         self.samples = BetonSamples(path, "device")
         self.side, self.batch_size, self.device, self.threads = side, batch_size, device, threads
         self.train, self.seed, self.rank, self.world_size = train, seed, rank, world_size
-        self.crop_scale_min, self.center_ratio = crop_scale_min, center_ratio
+        self.crops = Crops(train, crop_scale_min, center_ratio)
         self.augment = BatchAugment.of(augment)
         self.batches_ahead, self.epoch = ahead, 0
-        self._pool: ThreadPoolExecutor | None = None
+        # where JPEGs are decoded: on a GPU by the device (nvJPEG), on a CPU on the host with
+        # FFCV's own decoder; a CPU test may decode on the "device" (torchvision's CPU decoder)
+        # to run the GPU's path
+        self.jpegs_on_device = device.type == "cuda"
+        self.figures = LoaderFigures()
+        self._ring: list[HostSlot] = []
+        self._next_slot = 0
+        self._offsets: dict[int, torch.Tensor] = {}
 
     def order(self, epoch: int) -> np.ndarray:
         """This rank's sample indices of `epoch`, in order."""
@@ -176,103 +175,131 @@ class DeviceLoader:
     def _batches(self, epoch: int):
         order = self.order(epoch)
         batches = [order[k * self.batch_size:(k + 1) * self.batch_size] for k in range(len(self))]
-        ahead = _Ahead(self, epoch, batches)
+        ahead = EpochAhead(self, epoch, batches)
         try:
             yield from ahead
         finally:
             ahead.stop()
 
-    # ---- the host's part ---------------------------------------------------------------
-    def host(self, indices: np.ndarray, seed: int) -> HostBatch:
-        """The batch of samples `indices` gathered on the host, its draws made from `seed`."""
-        samples = self.samples
-        heights, widths = samples.heights[indices], samples.widths[indices]
-        if self.train:
-            boxes, flips = random_crops(heights, widths, self.crop_scale_min, seed)
-        else:
-            boxes, flips = center_crops(heights, widths, self.center_ratio), np.zeros(len(indices), np.bool_)
-        jpeg = samples.modes[indices] == JPEG
-        raw_rows, jpeg_rows = np.flatnonzero(~jpeg), np.flatnonzero(jpeg)
-        pin = self.device.type == "cuda"
-        raw = (torch.empty((len(raw_rows), int(heights[raw_rows].max()), int(widths[raw_rows].max()), 3),
-                           dtype=torch.uint8, pin_memory=pin) if len(raw_rows) else None)
-        canvas = raw.numpy() if raw is not None else None
-        jpegs: list[torch.Tensor | None] = [None] * len(jpeg_rows)
+    def ring(self) -> list[HostSlot]:
+        """The host slots batches are gathered into (AHEAD + 2: those waiting for the step,
+        the one it finishes, the one being filled); pinned on a GPU."""
+        layout = Layout.of(self.samples, self.side, decode_here=not self.jpegs_on_device)
+        if not self._ring or self._ring[0].layout != layout:
+            self._ring = [HostSlot(layout, self.batch_size, pin=self.device.type == "cuda")
+                          for _ in range(self.batches_ahead + 2)]
+        return self._ring
 
-        def gather(part: range) -> None:      # raw images first, then the JPEGs
-            for k in part:
-                if k < len(raw_rows):
-                    pixels = samples.pixels(indices[raw_rows[k]])
-                    assert canvas is not None      # there are raw rows
-                    canvas[k, :pixels.shape[0], :pixels.shape[1]] = pixels
-                else:
-                    j = k - len(raw_rows)
-                    jpegs[j] = torch.from_numpy(np.array(samples.stored(indices[jpeg_rows[j]])))
-        share = math.ceil(len(indices) / self.threads)
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="device-loader-gather")
-        list(self._pool.map(gather, [range(start, min(start + share, len(indices)))
-                                     for start in range(0, len(indices), share)]))
-        labels = torch.from_numpy(samples.labels[indices]).view(-1, 1)
-        augment = self.augment.draw(len(indices), np.random.default_rng(seed)) if self.augment else None
-        return HostBatch(indices, labels.pin_memory() if pin else labels, boxes, flips,
-                         area_resize.taps(boxes, flips, self.side), raw_rows, raw, jpeg_rows, jpegs, augment)
+    # ---- the host's part ---------------------------------------------------------------
+    def host(self, indices: np.ndarray, seed: int, slot: HostSlot | None = None) -> HostBatch:
+        """The batch of samples `indices` gathered on the host into `slot` (the ring's next,
+        outside an epoch), its draws made from `seed`."""
+        if slot is None:
+            ring = self.ring()
+            slot, self._next_slot = ring[self._next_slot % len(ring)], self._next_slot + 1
+        start = time.perf_counter()
+        gathered = batch_gather.gather(self.samples, indices, self.crops, seed, slot, self.threads)
+        self.figures.host_s.append(time.perf_counter() - start)
+        count = gathered.count
+        augment = self.augment.draw(count, np.random.default_rng(seed)) if self.augment else None
+        return HostBatch(np.asarray(indices), slot, gathered, slot.boxes[:count].copy(),
+                         slot.flips[:count].copy(), augment)
 
     # ---- the device's part ---------------------------------------------------------------
     def on_device(self, host: HostBatch) -> tuple[torch.Tensor, torch.Tensor]:
-        """The batch the step takes: (uint8 images, channels last; labels (n, 1))."""
-        device, cuda = self.device, self.device.type == "cuda"
-        out = torch.empty((len(host.indices), self.side, self.side, 3), dtype=torch.float32, device=device)
-        taps = [torch.from_numpy(t).to(device, non_blocking=cuda) for t in host.taps]
-        if host.raw is not None:
-            self._resize_into(out, host.raw_rows, host.raw.to(device, non_blocking=cuda), taps)
-        if host.jpegs:
-            decoded = self._decode(host)
-            canvas = torch.empty((len(decoded), max(d.shape[1] for d in decoded),
-                                  max(d.shape[2] for d in decoded), 3), dtype=torch.uint8, device=device)
-            for k, image in enumerate(decoded):
-                canvas[k, :image.shape[1], :image.shape[2]].copy_(image.permute(1, 2, 0))
-            self._resize_into(out, host.jpeg_rows, canvas, taps)
-        images = out.round_().clamp_(0, 255).to(torch.uint8).permute(0, 3, 1, 2)   # channels last
+        """The batch the step takes: (uint8 images, channels last; labels (n, 1)); the same
+        torch operations whatever the batch's size (docs/gpu-data.md)."""
+        start = time.perf_counter()
+        self._refuse_undecoded(host)
+        device, cuda, got, layout = self.device, self.device.type == "cuda", host.gathered, host.slot.layout
+        index, weights, labels = host.slot.views(got.count)
+        crops = area_resize.resize(self._table(host), index.to(device, non_blocking=cuda),
+                                   weights.to(device, non_blocking=cuda), self._bags(got.count),
+                                   got.count, layout.width)
+        images = crops.round_().clamp_(0, 255).permute(0, 3, 2, 1).to(dtype=torch.uint8,
+                                                                      memory_format=torch.channels_last)
+        labels = labels.to(device, non_blocking=cuda, copy=True)
         if host.augment is not None:
             assert self.augment is not None       # which drew host.augment
-            images = self.augment.apply(images, host.augment)
-        return (images.contiguous(memory_format=torch.channels_last),
-                host.labels.to(device, non_blocking=cuda))
+            with torch.profiler.record_function(AUGMENT):
+                images = self.augment.apply(images, host.augment).contiguous(memory_format=torch.channels_last)
+        self.figures.python_s.append(time.perf_counter() - start - host.decode_s)
+        return images, labels
 
-    def _resize_into(self, out: torch.Tensor, rows: np.ndarray, canvas: torch.Tensor, taps) -> None:
-        """out[rows] = each image of canvas resized by its taps, CHUNK images at a time."""
-        for start in range(0, len(rows), CHUNK):
-            where = torch.from_numpy(rows[start:start + CHUNK]).to(out.device)
-            chunk_taps = [t.index_select(0, where) for t in taps]
-            out.index_copy_(0, where, area_resize.resize(canvas[start:start + CHUNK], chunk_taps))
+    def ops_per_batch(self) -> OpCount:
+        """The torch operations one training batch's device work calls from Python (its
+        augmentation's counted apart, the device's JPEG decode as the one call it is on a GPU),
+        from a batch gathered outside an epoch."""
+        indices = self.order(0)[:self.batch_size]
+        self.on_device(self.host(indices, seed=0))       # the batch size's first: its bags made
+        host = self.host(indices, seed=1)
+        return count_ops(lambda: self.on_device(host), parts=(AUGMENT,), as_one=(DECODE,))[1]
+
+    def _table(self, host: HostBatch) -> torch.Tensor:
+        """The batch's table on the device, in float32: raw (and host-decoded) images' rows, then
+        the canvases of the JPEGs the device decodes (decoded first: the stream is synchronized
+        before nvJPEG writes, decode_jpegs)."""
+        slot, got = host.slot, host.gathered
+        decoded = self._decode(host) if got.jpegs else None
+        table = slot.pixels[:got.rows].to(self.device, non_blocking=self.device.type == "cuda")
+        if decoded is not None:
+            table = torch.cat((table, self._canvases(host, decoded)))
+        return table.float()
+
+    def _bags(self, count: int) -> torch.Tensor:
+        """Where each output row's (and column's) taps start in the taps of `count` images."""
+        if count not in self._offsets:
+            taps = self.ring()[0].layout.taps
+            self._offsets[count] = torch.arange(0, count * self.side * taps, taps, device=self.device)
+        return self._offsets[count]
 
     def _decode(self, host: HostBatch) -> list[torch.Tensor]:
-        """The batch's JPEGs decoded on the device (nvJPEG on a GPU), each checked against its
-        stored size; a sample that does not decode is named."""
-        from torchvision.io import ImageReadMode, decode_jpeg
+        """The batch's JPEGs decoded on the device (nvJPEG on a GPU), each (3, H, W); a sample
+        that does not decode is named."""
+        slot, got = host.slot, host.gathered
+        jpegs = torch.split(slot.jpeg_bytes[:got.jpeg_used], slot.jpeg_lengths[:got.jpegs].tolist())
+        start = time.perf_counter()
         try:
-            decoded = decode_jpeg(host.jpegs, device=self.device, mode=ImageReadMode.RGB)
+            with torch.profiler.record_function(DECODE):
+                decoded = decode_jpegs(list(jpegs), self.device)
+            host.decode_s = time.perf_counter() - start
+            self.figures.decode_s.append(host.decode_s)
+            return decoded
         except RuntimeError as exc:
             self._name_undecodable(host)
             raise UndecodableSample(f"a JPEG of {self.samples.path} does not decode: {exc}") from exc
-        for k, image in enumerate(decoded):
-            index = int(host.indices[host.jpeg_rows[k]])
-            stored = (int(self.samples.heights[index]), int(self.samples.widths[index]))
-            if tuple(image.shape[1:]) != stored:
-                raise UndecodableSample(self._damaged(index, f"decodes to {image.shape[2]}x{image.shape[1]} px, "
-                                                            f"stored as {stored[1]}x{stored[0]}"))
-        return decoded
+
+    def _canvases(self, host: HostBatch, decoded: list[torch.Tensor]) -> torch.Tensor:
+        """The decoded images padded to canvases of the layout's rows and width, as table rows
+        (channels interleaved), each checked against its stored size."""
+        layout, count = host.slot.layout, len(decoded)
+        nested = torch._nested_tensor_from_tensor_list(decoded)
+        sizes = np.array(nested._nested_tensor_size().tolist()).reshape(count, 3)[:, 1:]
+        jpegs = host.jpeg_samples(self.samples)
+        stored = np.stack((self.samples.heights[jpegs], self.samples.widths[jpegs]), axis=1)
+        wrong = np.flatnonzero((sizes != stored).any(axis=1))
+        if len(wrong):
+            index, (height, width) = int(jpegs[wrong[0]]), sizes[wrong[0]]
+            raise UndecodableSample(self._damaged(index, f"decodes to {width}x{height} px, stored as "
+                                                         f"{stored[wrong[0], 1]}x{stored[wrong[0], 0]}"))
+        canvas = torch.nested.to_padded_tensor(nested, 0, (count, 3, layout.canvas_rows, layout.width))
+        return canvas.permute(0, 2, 3, 1).reshape(count * layout.canvas_rows, layout.row_bytes)
+
+    def _refuse_undecoded(self, host: HostBatch) -> None:
+        """UndecodableSample for the first JPEG the host's decoder could not decode."""
+        failed = np.flatnonzero(host.slot.failed[:host.gathered.count])
+        if len(failed):
+            raise UndecodableSample(self._damaged(int(host.indices[failed[0]]), "does not decode (libjpeg-turbo "
+                                                  f"returned {host.slot.failed[failed[0]]})"))
 
     def _name_undecodable(self, host: HostBatch) -> None:
         """Decode the batch's JPEGs one by one on the CPU and raise for the first that fails."""
         from torchvision.io import ImageReadMode, decode_jpeg
-        for k, data in enumerate(host.jpegs):
-            index = int(host.indices[host.jpeg_rows[k]])
+        for index in host.jpeg_samples(self.samples):
             try:
-                decode_jpeg(data, mode=ImageReadMode.RGB)
+                decode_jpeg(torch.from_numpy(np.array(self.samples.stored(index))), mode=ImageReadMode.RGB)
             except RuntimeError as exc:
-                raise UndecodableSample(self._damaged(index, f"does not decode ({exc})")) from exc
+                raise UndecodableSample(self._damaged(int(index), f"does not decode ({exc})")) from exc
 
     def _damaged(self, index: int, what: str) -> str:
         samples = self.samples
@@ -281,81 +308,7 @@ class DeviceLoader:
                 "another cache_dir=) so that prepare writes it again from the images, then run again")
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False)
-            self._pool = None
-
-
-class _Ahead:
-    """One epoch's batches made by a thread of their own, the loader's `batches_ahead` ahead;
-    its exceptions reach the step's thread, which stops it when it leaves the epoch."""
-
-    def __init__(self, loader: DeviceLoader, epoch: int, batches: list[np.ndarray]):
-        self.loader, self.cuda = loader, loader.device.type == "cuda"
-        self.queue: queue.Queue = queue.Queue(maxsize=loader.batches_ahead)
-        self.stopping = threading.Event()
-        self.stream = torch.cuda.Stream(loader.device) if self.cuda else None
-        self.thread = threading.Thread(target=self._make, args=(epoch, batches), daemon=True,
-                                       name="device-loader")
-        self.thread.start()
-
-    def _make(self, epoch: int, batches: list[np.ndarray]) -> None:
-        loader = self.loader
-        try:
-            with torch.cuda.stream(self.stream) if self.cuda else contextlib.nullcontext():
-                for number, indices in enumerate(batches):
-                    if self.stopping.is_set():
-                        return
-                    host = loader.host(indices, batch_seed(loader.seed, loader.rank, epoch, number))
-                    if self.cuda:
-                        made = loader.on_device(host)
-                        event = torch.cuda.Event()
-                        event.record(self.stream)
-                        item: tuple[str, object, torch.cuda.Event | None] = ("batch", made, event)
-                    else:
-                        item = ("host", host, None)
-                    if not self._put(item):
-                        return
-            self._put(("end", None, None))
-        except BaseException as exc:  # noqa: BLE001 - handed to the step's thread, which raises it
-            self._put(("error", exc, None))
-
-    def _put(self, item) -> bool:
-        while not self.stopping.is_set():
-            try:
-                self.queue.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                pass
-        return False
-
-    def _get(self):
-        while True:
-            try:
-                return self.queue.get(timeout=1.0)
-            except queue.Empty:
-                if not self.thread.is_alive() and self.queue.empty():
-                    raise RuntimeError("the device loader's thread ended without its batch") from None
-
-    def __iter__(self):
-        while True:
-            kind, made, event = self._get()
-            if kind == "end":
-                return
-            if kind == "error":
-                raise made
-            if kind == "host":
-                made = self.loader.on_device(made)
-            else:
-                stream = torch.cuda.current_stream(self.loader.device)
-                stream.wait_event(event)
-                for tensor in made:
-                    tensor.record_stream(stream)
-            yield made
-
-    def stop(self) -> None:
-        self.stopping.set()
-        self.thread.join()
+        self._ring = []
 
 
 def train_loader(path: str, resolution: int, batch_size: int, workers: int, seed: int,

@@ -64,12 +64,13 @@ def apply_operations(images: torch.Tensor, steps: list[tuple[np.ndarray, np.ndar
     kinds = KINDS if kinds is None else kinds
     for chosen, values in steps:
         images = images.clone()
+        # every operation runs, on the images that drew it (none, at times): the same torch
+        # operations whatever the batch and its draws (docs/gpu-data.md)
         for k, operation in enumerate(operations):
             where = np.flatnonzero(chosen == k)
-            if len(where):
-                rows = torch.from_numpy(where).to(images.device)
-                done = kinds[operation.kind](images.index_select(0, rows), values[where])
-                images.index_copy_(0, rows, done)
+            rows = torch.from_numpy(where).to(images.device)
+            done = kinds[operation.kind](images.index_select(0, rows), values[where])
+            images.index_copy_(0, rows, done)
     return images
 
 
@@ -97,7 +98,9 @@ def autocontrast(images: torch.Tensor, _) -> torch.Tensor:
 
 
 def equalize(images: torch.Tensor, _) -> torch.Tensor:
-    return tvf.equalize(images)
+    # torchvision returns an empty batch at once; one blank image more keeps its operations
+    # the same whether or not an image drew it
+    return tvf.equalize(torch.cat((images, images.new_zeros((1, *images.shape[1:])))))[:-1]
 
 
 def posterize(images: torch.Tensor, bits) -> torch.Tensor:

@@ -74,7 +74,7 @@ def _warp_nearest(images: torch.Tensor, matrices: np.ndarray) -> torch.Tensor:
     inside = (source_x >= 0) & (source_x < width) & (source_y >= 0) & (source_y < height)
     index = source_y.clamp(0, height - 1) * width + source_x.clamp(0, width - 1)
     taken = images.reshape(count, channels, height * width).gather(
-        2, index.view(count, 1, -1).expand(-1, channels, -1)).view(images.shape)
+        2, index.view(count, 1, height * width).expand(-1, channels, -1)).view(images.shape)
     return torch.where(inside.unsqueeze(1), taken, torch.zeros_like(taken))
 
 
@@ -102,15 +102,15 @@ def translate_y_pixels(images: torch.Tensor, pixels) -> torch.Tensor:
 
 def rotate_nearest(images: torch.Tensor, degrees) -> torch.Tensor:
     """PIL's Image.rotate(degrees, NEAREST), with its shortcuts (Image.py): an angle of 0 modulo
-    360 copies, 180 flips both ways, 90 and 270 transpose a square image; others warp."""
+    360 copies, 180 flips both ways, 90 and 270 transpose a square image; others warp. Each
+    shortcut runs whether or not an image takes it (the same operations whatever the draws)."""
     height, width = images.shape[-2:]
     angles = np.asarray(degrees, np.float64) % 360.0
     out = _warp_nearest(images, rotation_matrices(degrees, height, width))
     for angle, turns in ((0.0, 0), (90.0, 1), (180.0, 2), (270.0, 3)):
-        exact = np.flatnonzero(angles == angle)
-        if len(exact) and (turns % 2 == 0 or height == width):
-            rows = torch.from_numpy(exact).to(images.device)
-            out[rows] = torch.rot90(images.index_select(0, rows), turns, dims=(-2, -1))
+        if turns % 2 == 0 or height == width:
+            rows = torch.from_numpy(np.flatnonzero(angles == angle)).to(images.device)
+            out.index_copy_(0, rows, torch.rot90(images.index_select(0, rows), turns, dims=(-2, -1)))
     return out
 
 

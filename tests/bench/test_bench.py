@@ -51,6 +51,12 @@ def test_bench_on_a_small_training_set_writes_a_profile_of_every_size(tmp_path, 
     assert set(rows) == {"FFCV", "device"} and rows["FFCV"][1:3] == ["(the", "run's)"]
     ratio = fed["32"]["fed_img_per_s"] / fed["32"]["synthetic_img_per_s"]
     assert rows["FFCV"][5] == f"{ratio:.2f}x" and rows["device"][2] == "1"
+    # per batch: the device loader's torch operations counted, FFCV's made out of the profiler's sight
+    assert data["loader"]["torch_ops_per_batch"] is None and data["loader"]["host_s_per_batch"] > 0
+    assert 0 < beside["loader"]["torch_ops_per_batch"] <= 32 and beside["loader"]["host_s_per_batch"] > 0
+    assert beside["loader"]["python_s_per_batch"] > 0
+    assert rows["FFCV"][-2] == "n/a" and rows["device"][-2] == str(beside["loader"]["torch_ops_per_batch"])
+    assert "per batch: torch operations n/a (made in FFCV's own threads" in done.stdout
     assert data["settings"]["cudnn_benchmark"] is False is data["settings"]["compile_dynamic"]
     assert 0 < data["mfu"]["mfu"] < 1 and data["mfu"]["flops_per_image"] > 1e8
     overhead = data["loop_overhead"]
@@ -77,12 +83,15 @@ def test_loader_sweep_times_every_write_option_on_the_same_images(tmp_path):
          "workers_per_device=1", "train_resolution=32", "steps=1"],
         cwd=REPO, capture_output=True, text=True, timeout=600, env=child_env())
     assert done.returncode == 0, done.stdout + done.stderr
-    rows = [line.split() for line in done.stdout.splitlines() if line.strip().endswith("img/s")]
+    rows = [line.split() for line in done.stdout.splitlines() if "KiB/image" in line]
     assert [(r[0], r[1], r[3]) for r in rows] == [
         ("proportion", "500", "q90"), ("raw", "500", "q90"), ("jpg", "500", "q90"),
         ("proportion", "350", "q90"), ("jpg", "350", "q75")]
-    assert all(float(r[-4]) > 0 and float(r[-2]) > 0 and float(r[4]) > 0 for r in rows)   # FFCV, device
-    assert "FFCV loader     device loader" in done.stdout
+    assert all(float(r[6]) > 0 and float(r[8]) > 0 and float(r[4]) > 0 for r in rows)   # FFCV, device
+    # the device loader per batch: its torch operations, its host's gather; no decode on the device
+    # on a CPU (its JPEGs are decoded on the host)
+    assert all(0 < int(r[10]) <= 32 and float(r[11]) > 0 and r[12] == "-" and float(r[13]) > 0 for r in rows)
+    assert "FFCV loader     device loader  ops/batch  host ms  decode ms  python ms" in done.stdout
     assert "36 images" in done.stdout
     betons = list((tmp_path / "cache" / "images").glob("train-*.beton"))
     assert len(betons) == 5                          # one file per write option

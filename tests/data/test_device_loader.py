@@ -15,17 +15,22 @@ from image_folders import FFCV_FINALIZER_NOISE
 from submission.config import ConfigError, resolve
 from submission.data import device_loader, ffcv_loaders
 from submission.data.beton_samples import JPEG, BetonSamples, layout_problem
-from submission.data.device_loader import UndecodableSample, random_crops
+from submission.data.batch_gather import random_crops
+from submission.data.device_loader import AUGMENT, DECODE, UndecodableSample
 from submission.data.prepare import prepare
+from submission.data.run_loaders import augmentation_of
 from submission.data.sharding import steps_per_epoch
 from submission.data.synthetic_images import FolderShape, write_folder
+from submission.data.torch_ops import count_ops
 from submission.methods import randaugment_batch, trivialaugment_batch
 from submission.methods.randaugment import RandAugment
 from submission.methods.trivialaugment import TrivialAugment
 
 # torchvision 0.29 announces that its decoders move to TorchCodec (docs/gpu-data.md)
 DECODERS_MOVING = pytest.mark.filterwarnings("ignore:The image decoding and encoding capabilities:DeprecationWarning")
-pytestmark = [FFCV_FINALIZER_NOISE, DECODERS_MOVING, pytest.mark.timeout(300)]
+# the decoded JPEGs are padded by a nested tensor, which torch calls a prototype (device_loader)
+NESTED_PROTOTYPE = pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors:UserWarning")
+pytestmark = [FFCV_FINALIZER_NOISE, DECODERS_MOVING, NESTED_PROTOTYPE, pytest.mark.timeout(300)]
 CPU = torch.device("cpu")
 SIDE = 48
 
@@ -226,3 +231,64 @@ def test_a_jpeg_that_does_not_decode_is_named_and_stops_the_epoch(photos, tmp_pa
         for _ in loader:
             pass
     assert sum(1 for _ in device_loader.train_loader(photos["jpg"].train_path, 16, 4, 1, 0, CPU, 0, 1)) > 0
+
+
+MOST_OPS = 32           # Mild's device work per batch (issue 61; docs/gpu-data.md)
+
+
+@pytest.mark.parametrize("decoded_by", ["host", "device"])
+def test_a_batch_costs_the_same_few_torch_operations_whatever_its_size(photos, decoded_by):
+    """Mild's device work per training batch: at most 32 torch operations called from Python,
+    as many at 16 images as at 64, its JPEGs decoded on the host (a CPU's path) or by the device
+    (a GPU's: torchvision's decode there is one operation, `image::decode_jpegs_cuda`, counted
+    so); Hot's RandAugment and TrivialAugment counted apart, as many at both sizes too."""
+    path = photos["proportion"].train_path
+    modes = BetonSamples(path).modes
+    mixed = np.stack((np.flatnonzero(modes == JPEG)[:8], np.flatnonzero(modes != JPEG)[:8]), axis=1).ravel()
+
+    def costs(augment) -> list:
+        loader = device_loader.train_loader(path, SIDE, 64, 2, 5, CPU, 0, 1, augment=augment)
+        loader.jpegs_on_device = decoded_by == "device"
+        found = []
+        for count in (16, 64):
+            indices = np.resize(mixed, count)          # JPEG and raw images alike at both sizes
+            loader.on_device(loader.host(indices, seed=0))       # the first batch of a size: its bags
+            host = loader.host(indices, seed=count)
+            found.append(count_ops(lambda: loader.on_device(host), parts=(AUGMENT,), as_one=(DECODE,))[1])  # noqa: B023
+        return found
+
+    small, large = costs(None)
+    assert small.ops == large.ops <= MOST_OPS, (small.names, large.names)
+    assert small.parts[DECODE] == large.parts[DECODE] == (decoded_by == "device")
+    hot = augmentation_of(resolve("cpu", {"recipe": "hot"}))
+    for augment in (hot, TrivialAugment("wide")):
+        small, large = costs(augment)
+        assert small.ops == large.ops <= MOST_OPS
+        assert small.parts[AUGMENT] == large.parts[AUGMENT] > 0
+
+
+def test_the_gather_is_one_compiled_call_that_leaves_the_interpreter_to_other_threads(photos, monkeypatch):
+    """The host's part of a batch is one call of a numba function compiled nogil (and parallel:
+    prange over the images); while a long one runs, this thread keeps running Python."""
+    import threading
+    import time
+
+    from submission.data import batch_gather
+    compiled = batch_gather._compiled()
+    assert compiled.targetoptions["nogil"] and compiled.targetoptions["parallel"]
+    calls = []
+    monkeypatch.setattr(batch_gather, "_compiled", lambda: lambda *args: calls.append(1) or compiled(*args))
+    count = 3000
+    loader = device_loader.train_loader(photos["proportion"].train_path, SIDE, count, 1, 5, CPU, 0, 1)
+    indices = np.resize(loader.order(0), count)
+    loader.host(indices[:16], seed=0)
+    assert len(calls) == 1
+    done, times = threading.Event(), []
+    gathering = threading.Thread(target=lambda: (loader.host(indices, seed=1), done.set()))
+    gathering.start()
+    while not done.is_set():                       # this thread's Python, while the gather runs
+        times.append(time.perf_counter())
+    gathering.join()
+    took, longest_pause = times[-1] - times[0], max(np.diff(times))
+    assert len(calls) == 2
+    assert took > 0.05 and longest_pause < took / 2, (took, longest_pause)

@@ -1,0 +1,54 @@
+"""The torch operations a piece of work calls from Python, counted with torch.profiler: what a
+loader's per-batch device work costs the interpreter (docs/gpu-data.md). The profiler sees on a
+CPU the same operators a CUDA run calls (their kernels differ, the calls do not); it sees only
+the thread that counts.
+
+An operator is counted where Python calls it: those it calls in turn (aten::to's aten::copy_)
+are its own work. A named part of the work (a `torch.profiler.record_function` range) is
+counted apart; a part named in `as_one` counts one operator, for a call that is one operator on
+the device it stands for (torchvision's decode_jpeg: one `image::decode_jpegs_cuda` on a GPU,
+one call per image on a CPU)."""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class OpCount:
+    """Operators called from Python outside the named parts, in order, and per named part."""
+    names: tuple[str, ...]
+    parts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def ops(self) -> int:
+        return len(self.names)
+
+
+def count_ops(work: Callable[[], object], parts: tuple[str, ...] = (),
+              as_one: tuple[str, ...] = ()) -> tuple[object, OpCount]:
+    """(what `work()` returned, the operators it called from Python), `parts` counted apart."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU]) as profiler:
+        result = work()
+    names: list[str] = []
+    counted: Counter = Counter({part: 0 for part in (*parts, *as_one)})
+    for event in profiler.events():
+        if event.name in as_one:
+            counted[event.name] += 1
+        if "::" not in event.name:
+            continue
+        ancestors = []
+        parent = event.cpu_parent
+        while parent is not None:
+            ancestors.append(parent.name)
+            parent = parent.cpu_parent
+        if any("::" in name for name in ancestors):
+            continue                    # called by an operator, not by Python
+        part = next((name for name in ancestors if name in parts or name in as_one), None)
+        if part is None:
+            names.append(event.name)
+        elif part in parts:
+            counted[part] += 1
+    return result, OpCount(tuple(names), dict(counted))
