@@ -91,11 +91,11 @@ class Loader:
     # per batch of the loader alone (bench.timing.per_batch_costs): torch operations its device
     # work calls from Python and its augmentation's (the device loader's); seconds of its host
     # work (the device loader's compiled gather; FFCV's and torchvision's whole batch) and of the
-    # device loader's Python calling torch
+    # device loader's device part (on a GPU the Python that queues it; on a CPU the work itself)
     torch_ops_per_batch: int | None = figure(WHOLE, None)
     augmentation_ops_per_batch: int | None = figure(WHOLE, None)
     host_s_per_batch: float | None = figure(SECONDS, None)
-    python_s_per_batch: float | None = figure(SECONDS, None)
+    device_part_s_per_batch: float | None = figure(SECONDS, None)
 
     @property
     def img_per_s_per_thread(self) -> float:

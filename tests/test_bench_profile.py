@@ -59,7 +59,7 @@ def _figures():
             "eval_forward": 500.0, "mfu": {"flops_per_image": 1e9, "peak_flops": 1e11, "dtype": "torch.float32",
                                            "mfu": 0.2},
             "loader": 800.0, "loader_epoch_start": 0.2,
-            "loader_per_batch": {"torch_ops": None, "augmentation_ops": None, "host_s": 0.04, "python_s": None,
+            "loader_per_batch": {"torch_ops": None, "augmentation_ops": None, "host_s": 0.04, "device_s": None,
                                  "decode_s": None},
             "fed": {32: {"fed_img_per_s": 90.0, "synthetic_img_per_s": 99.0},
                     16: {"fed_img_per_s": 250.0, "synthetic_img_per_s": 290.0}},
@@ -67,7 +67,7 @@ def _figures():
             "beside": {"kind": "device", "img_per_s": 3000.0, "threads": 2, "epoch_start_s": 0.1,
                        "memory": 1_500_000, "fed": {32: {"fed_img_per_s": 98.0, "synthetic_img_per_s": 99.0}},
                        "eval": 400.0, "per_batch": {"torch_ops": 18, "augmentation_ops": None, "host_s": 0.003,
-                                                    "python_s": 0.001, "decode_s": None}}}
+                                                    "device_s": 0.001, "decode_s": None}}}
 
 
 def test_the_bench_writes_version_2_with_every_figure_it_measured(tmp_path):
@@ -93,7 +93,7 @@ def test_the_bench_writes_version_2_with_every_figure_it_measured(tmp_path):
     assert data["loader_beside"] == {
         "loader": {"kind": "device", "img_per_s": 3000.0, "threads": 2, "resolution": 32, "epoch_start_s": 0.1,
                    "device_memory_bytes": 1_500_000, "torch_ops_per_batch": 18, "host_s_per_batch": 0.003,
-                   "python_s_per_batch": 0.001},
+                   "device_part_s_per_batch": 0.001},
         "fed_step_by_side": {"32": {"fed_img_per_s": 98.0, "synthetic_img_per_s": 99.0, "in_turns": True}},
         "eval_img_per_s": 400.0}
     path = tmp_path / "p.json"

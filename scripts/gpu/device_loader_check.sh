@@ -8,6 +8,7 @@
 #
 # Here, once per checkout, after the GPU kit (../shared/gpu/README.md: .gpukit, carried):
 #     bash scripts/gpu/device_loader_check.sh --prepare   # pytest for the device, into .gpukit
+#     (VENV=/path/to/.venv where the checkout's own .venv is elsewhere)
 # On the GPU machine, from the repository root (carry: [".gpukit"]):
 #     bash scripts/gpu/device_loader_check.sh
 # Rehearsed on a CPU at a small scale (the GPU tests skip there), e.g.:
@@ -17,7 +18,7 @@ cd "$(dirname "$0")/../.."
 PYTHON=${PYTHON:-python3}
 if [ "${1:-}" = "--prepare" ]; then
   # pytest and its plugins are pure Python: this machine's copies import on the device's 3.12
-  site=$(ls -d .venv/lib/python3*/site-packages | head -1)
+  site=$(ls -d "${VENV:-.venv}"/lib/python3*/site-packages | head -1)
   rm -rf .gpukit/tests-site && mkdir -p .gpukit/tests-site
   for p in pytest _pytest pluggy iniconfig packaging pytest_timeout.py py.py; do
     [ -e "$site/$p" ] && cp -r "$site/$p" .gpukit/tests-site/
@@ -30,9 +31,9 @@ fi
 OUT=${OUT:?set OUT: the folder whose files come back}
 mkdir -p "$OUT"
 if [ "${SCALE:-gpu}" = small ]; then        # a CPU rehearsal: the same parts, minutes smaller
-  per_class=40; limit=320; batch=32; side=64; steps=2; threads="1 2"
+  per_class=40; limit=320; batch=32; side=64; steps=2; threads="1 2"; system=system=cpu
 else
-  per_class=300; limit=2560; batch=256; side=176; steps=5; threads="2 4 8"
+  per_class=300; limit=2560; batch=256; side=176; steps=5; threads="2 4 8"; system=
 fi
 [ -f .gpukit/env.sh ] && source .gpukit/env.sh
 if ! "$PYTHON" -c "import pytest" 2>/dev/null && [ -d .gpukit/tests-site ]; then
@@ -58,7 +59,7 @@ from submission.data.synthetic_images import FolderShape, write_folder
 write_folder(Path('$work/images'), FolderShape(classes=10, train_per_class=$per_class, val_per_class=2))
 " > "$work/images.log" 2>&1 || { echo "images: failed"; tail -5 "$work/images.log"; }
 for n in $threads; do
-  timeout 170 "$PYTHON" -m submission bench sweep=loader dataset=imagenet data_dir="$work/images" \
+  timeout 170 "$PYTHON" -m submission bench sweep=loader $system dataset=imagenet data_dir="$work/images" \
     cache_dir="$work/cache" train_limit=$limit train_resolution=$side batch_per_device=$batch \
     workers_per_device=$n steps=$steps > "$OUT/sweep-threads-$n.log" 2>&1
   echo "sweep, $n threads: rc=$? after $(( $(date +%s) - t0 )) s" | tee -a "$OUT/sweep-threads-$n.log"

@@ -588,7 +588,7 @@ def augmentation_cost(config, data, images: int = AUGMENTATION_IMAGES) -> dict:
 def _per_batch_part(costs: dict) -> dict:
     """The profile's Loader fields of per_batch_costs's figures."""
     return {"torch_ops_per_batch": costs["torch_ops"], "augmentation_ops_per_batch": costs["augmentation_ops"],
-            "host_s_per_batch": costs["host_s"], "python_s_per_batch": costs["python_s"]}
+            "host_s_per_batch": costs["host_s"], "device_part_s_per_batch": costs["device_s"]}
 
 
 def _beside_part(found: dict, resolution: int) -> LoaderBeside:

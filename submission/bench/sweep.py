@@ -2,7 +2,8 @@
 alone, on the same images written with each of a few .beton write options (mode, max
 resolution, JPEG quality), on the configuration's device (CUDA on a GPU machine): their rates,
 and per batch of the device loader its torch operations and the milliseconds of its host's
-compiled gather, its device's JPEG decode and its Python calling torch (timing.per_batch_costs)."""
+compiled gather, its device's JPEG decode and the rest of its device part (on a GPU the Python
+that queues it; on a CPU the work itself: timing.per_batch_costs)."""
 from __future__ import annotations
 
 import torch
@@ -33,7 +34,7 @@ def loader_sweep(config, device: torch.device, steps: int, say=print) -> None:
         f"{config.workers_per_device} threads, on {device.type}, images of "
         f"{config.data_dir or config.dataset} (train_limit={config.train_limit})\n")
     say("  write_mode  max res  quality  stored size            FFCV loader     device loader"
-        "  ops/batch  host ms  decode ms  python ms")
+        "  ops/batch  host ms  decode ms  device ms")
     for mode, max_resolution, quality in LOADER_SWEEP:
         variant = config.replaced({"write_mode": mode, "write_max_resolution": max_resolution,
                                    "write_jpeg_quality": quality}, "bench sweep=loader")
@@ -50,7 +51,7 @@ def loader_sweep(config, device: torch.device, steps: int, say=print) -> None:
         stored = Reader(data.train_path).alloc_table["size"].sum()   # without page padding
         say(f"  {mode:<11} {max_resolution:>6} px  q{quality:<4} "
             f"{stored / data.train_samples / 1024:9.1f} KiB/image {rates[0]:10.1f} img/s {rates[1]:10.1f} img/s"
-            f"{costs['torch_ops']:>11}{_ms(costs['host_s']):>9}{_ms(costs['decode_s']):>11}{_ms(costs['python_s']):>11}")
+            f"{costs['torch_ops']:>11}{_ms(costs['host_s']):>9}{_ms(costs['decode_s']):>11}{_ms(costs['device_s']):>11}")
     say(f"  ({data.train_samples} images in each variant; the device loader's milliseconds are medians per "
         "batch; decode: its JPEGs on the device, none where it decodes them on the host (a CPU))")
 

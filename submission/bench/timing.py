@@ -109,11 +109,12 @@ def per_batch_costs(kind: str, loader, batch: int, img_per_s: float) -> dict:
     calls from Python and `augmentation_ops` its augmentation's (the device loader's, counted
     with torch.profiler; None for the others: UNCOUNTED), `host_s` its host work (the device
     loader's compiled gather, median; FFCV's and torchvision's whole batch at their rate alone:
-    all of their work is host work), `python_s` the device loader's Python calling torch and
-    `decode_s` its device's JPEG decode (medians; None for the others)."""
+    all of their work is host work); the device loader's `decode_s`, its device's JPEG decode,
+    and `device_s`, the rest of its device part (on a GPU the Python that queues it, on a CPU
+    the work itself), medians (None for the others)."""
     if kind != "device":
         return {"torch_ops": None, "augmentation_ops": None, "host_s": batch / img_per_s,
-                "python_s": None, "decode_s": None}
+                "device_s": None, "decode_s": None}
     from ..data.device_loader import AUGMENT
     ms = loader.figures.per_batch_ms()          # of the batches timed: before the count's two
     counted = loader.ops_per_batch()
@@ -131,7 +132,7 @@ def describe_costs(kind: str, costs: dict, threads: int) -> str:
     decode = f", the device's JPEG decode {costs['decode_s'] * 1e3:.1f} ms" if costs["decode_s"] is not None else ""
     return (f"per batch: {costs['torch_ops']} torch operations called from Python{augmentation}; host "
             f"{costs['host_s'] * 1e3:.1f} ms (the compiled gather, {threads} thread(s), the interpreter free), "
-            f"Python calling torch {costs['python_s'] * 1e3:.1f} ms{decode}")
+            f"the rest of its device part {costs['device_s'] * 1e3:.1f} ms{decode}")
 
 
 def matmul_peak(device: torch.device, dtype: torch.dtype, n: int, rounds: int) -> float:

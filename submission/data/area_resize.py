@@ -89,7 +89,9 @@ def resize(table: torch.Tensor, index: torch.Tensor, weights: torch.Tensor, offs
     rows_index, columns_index = index.unbind(0)
     rows_weight, columns_weight = weights.unbind(0)
     rows = torch.embedding_bag(table, rows_index, offsets, False, 0, False, rows_weight)[0]
+    del table           # the caller's was the argument: its memory goes back before the next copy
     side = rows.shape[0] // count
     columns = rows.view(count, side, width, 3).transpose(1, 2).reshape(count * width, side * 3)
+    del rows
     crops = torch.embedding_bag(columns, columns_index, offsets, False, 0, False, columns_weight)[0]
     return crops.view(count, side, side, 3)

@@ -113,17 +113,18 @@ class HostBatch:
 class LoaderFigures:
     """What the loader measured of its own work, batch by batch (the last RECENT batches): the
     compiled gather on the host (the interpreter free), the device's JPEG decode (the stream
-    synchronized, then nvJPEG), and the rest of the device part, Python calling torch."""
+    synchronized, then nvJPEG), and the rest of the device part (on a GPU the Python that
+    queues its work; on a CPU the work itself)."""
 
     def __init__(self) -> None:
         self.host_s: deque[float] = deque(maxlen=RECENT)
         self.decode_s: deque[float] = deque(maxlen=RECENT)
-        self.python_s: deque[float] = deque(maxlen=RECENT)
+        self.device_s: deque[float] = deque(maxlen=RECENT)
 
     def per_batch_ms(self) -> dict[str, float | None]:
         """Median milliseconds per batch of each part (None: not measured yet)."""
         return {name: float(np.median(values)) * 1e3 if values else None
-                for name, values in (("host", self.host_s), ("decode", self.decode_s), ("python", self.python_s))}
+                for name, values in (("host", self.host_s), ("decode", self.decode_s), ("device", self.device_s))}
 
 
 class DeviceLoader:
@@ -223,7 +224,7 @@ class DeviceLoader:
             assert self.augment is not None       # which drew host.augment
             with torch.profiler.record_function(AUGMENT):
                 images = self.augment.apply(images, host.augment).contiguous(memory_format=torch.channels_last)
-        self.figures.python_s.append(time.perf_counter() - start - host.decode_s)
+        self.figures.device_s.append(time.perf_counter() - start - host.decode_s)
         return images, labels
 
     def ops_per_batch(self) -> OpCount:
