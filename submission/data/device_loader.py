@@ -148,6 +148,7 @@ class DeviceLoader:
         self._ring: list[HostSlot] = []
         self._next_slot = 0
         self._offsets: dict[int, torch.Tensor] = {}
+        self._stream: torch.cuda.Stream | None = None
 
     def order(self, epoch: int) -> np.ndarray:
         """This rank's sample indices of `epoch`, in order."""
@@ -181,6 +182,13 @@ class DeviceLoader:
             yield from ahead
         finally:
             ahead.stop()
+
+    def cuda_stream(self) -> torch.cuda.Stream:
+        """The loader's own CUDA stream, the same every epoch (the blocks it frees are cached for
+        its own later batches, not for a stream of another epoch)."""
+        if self._stream is None:
+            self._stream = torch.cuda.Stream(self.device)
+        return self._stream
 
     def ring(self) -> list[HostSlot]:
         """The host slots batches are gathered into (AHEAD + 2: those waiting for the step,

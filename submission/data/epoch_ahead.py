@@ -26,7 +26,6 @@ def batch_seed(seed: int, rank: int, epoch: int, number: int) -> int:
     return int(np.random.SeedSequence([seed, rank, epoch, number]).generate_state(1)[0])
 
 
-
 class EpochAhead:
     """The batches `batches` (sample indices) of the loader's epoch `epoch`, `batches_ahead` of
     them made before the step takes them."""
@@ -42,7 +41,7 @@ class EpochAhead:
                                          name="device-loader")]
         if self.cuda:
             gathered: queue.Queue = queue.Queue(maxsize=1)
-            self.stream = torch.cuda.Stream(loader.device)
+            self.stream = loader.cuda_stream()
             self.threads = [threading.Thread(target=self._gather, args=(epoch, batches, gathered), daemon=True,
                                              name="device-loader"),
                             threading.Thread(target=self._device, args=(gathered,), daemon=True,
