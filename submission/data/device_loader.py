@@ -123,7 +123,7 @@ class LoaderFigures:
 
     def per_batch_ms(self) -> dict[str, float | None]:
         """Median milliseconds per batch of each part (None: not measured yet)."""
-        return {name: float(np.median(values)) * 1e3 if values else None
+        return {name: float(np.median(list(values))) * 1e3 if values else None
                 for name, values in (("host", self.host_s), ("decode", self.decode_s), ("device", self.device_s))}
 
 
@@ -193,8 +193,9 @@ class DeviceLoader:
     def ring(self) -> list[HostSlot]:
         """The host slots batches are gathered into (AHEAD + 2: those waiting for the step,
         the one it finishes, the one being filled); pinned on a GPU."""
-        layout = Layout.of(self.samples, self.side, decode_here=not self.jpegs_on_device)
-        if not self._ring or self._ring[0].layout != layout:
+        decode_here = not self.jpegs_on_device
+        if not self._ring or self._ring[0].layout.decode_here != decode_here:
+            layout = Layout.of(self.samples, self.side, decode_here)
             self._ring = [HostSlot(layout, self.batch_size, pin=self.device.type == "cuda")
                           for _ in range(self.batches_ahead + 2)]
         return self._ring

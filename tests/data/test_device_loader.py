@@ -129,6 +129,21 @@ def test_the_same_seed_gives_the_same_batches_whatever_the_threads(photos):
     assert not all(torch.equal(a, b) for (a, _), (b, _) in zip(first, other))
 
 
+def test_an_epochs_batches_are_those_its_seeds_make_one_at_a_time(photos):
+    """Made ahead by the loader's threads into its ring of host slots (here the fewest: one batch
+    ahead, three slots), each batch is the one its seed makes alone: no slot is refilled while
+    the step's thread still reads it."""
+    from submission.data.epoch_ahead import batch_seed
+    loader = device_loader.DeviceLoader(photos["proportion"].train_path, side=24, batch_size=4, device=CPU,
+                                        threads=2, train=True, seed=3, ahead=1)
+    made = [(images.clone(), labels.clone()) for images, labels in loader]
+    order = loader.order(0)
+    assert len(made) == len(loader) == len(order) // 4
+    for number, (images, labels) in enumerate(made):
+        alone = loader.on_device(loader.host(order[number * 4:(number + 1) * 4], batch_seed(3, 0, 0, number)))
+        assert torch.equal(images, alone[0]) and torch.equal(labels, alone[1])
+
+
 @pytest.fixture(scope="module")
 def numbered(tmp_path_factory):
     """23 images of one flat colour each, its number in the red and green levels: any crop of
