@@ -4,10 +4,10 @@ CPU the same operators a CUDA run calls (their kernels differ, the calls do not)
 the thread that counts.
 
 An operator is counted where Python calls it: those it calls in turn (aten::to's aten::copy_)
-are its own work. A named part of the work (a `torch.profiler.record_function` range) is
-counted apart; a part named in `as_one` counts one operator, for a call that is one operator on
-the device it stands for (torchvision's decode_jpeg: one `image::decode_jpegs_cuda` on a GPU,
-one call per image on a CPU)."""
+are its own work. A named part of the work (a `torch.profiler.record_function` range) in
+`parts` is counted apart; one in `as_one` counts as one operator, under its own name, for a
+call that is one operator on the device it stands for (torchvision's decode_jpeg: one
+`image::decode_jpegs_cuda` on a GPU, one call per image on a CPU)."""
 from __future__ import annotations
 
 from collections import Counter
@@ -17,7 +17,8 @@ from typing import Callable
 
 @dataclass(frozen=True)
 class OpCount:
-    """Operators called from Python outside the named parts, in order, and per named part."""
+    """Operators called from Python outside the parts counted apart, in order (a part counted as
+    one under its name), and how many each part counted apart called."""
     names: tuple[str, ...]
     parts: dict[str, int] = field(default_factory=dict)
 
@@ -33,10 +34,10 @@ def count_ops(work: Callable[[], object], parts: tuple[str, ...] = (),
     with profile(activities=[ProfilerActivity.CPU]) as profiler:
         result = work()
     names: list[str] = []
-    counted: Counter = Counter({part: 0 for part in (*parts, *as_one)})
+    counted: Counter = Counter({part: 0 for part in parts})
     for event in profiler.events():
         if event.name in as_one:
-            counted[event.name] += 1
+            names.append(event.name)
         if "::" not in event.name:
             continue
         ancestors = []
