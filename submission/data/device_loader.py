@@ -260,7 +260,9 @@ class DeviceLoader:
         """Where each output row's (and column's) taps start in the taps of `count` images."""
         if count not in self._offsets:
             taps = self.ring()[0].layout.taps
-            self._offsets[count] = torch.arange(0, count * self.side * taps, taps, device=self.device)
+            self._offsets[count] = torch.arange(0, count * self.side * taps, taps).to(self.device)
+            if self.device.type == "cuda":     # made once, read by batches on any stream after
+                torch.cuda.current_stream(self.device).synchronize()
         return self._offsets[count]
 
     def _decode(self, host: HostBatch) -> list[torch.Tensor]:
