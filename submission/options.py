@@ -10,13 +10,12 @@ still read for one release, each with a one-line notice naming its new form (CHA
 """
 from __future__ import annotations
 
-import math
 import sys
 from typing import Any
 
 from .errors import ConfigError
 from .results import RULESET as RULESET_DEFAULT
-from .setting_declaration import ABOVE_0, AT_LEAST_0, AT_LEAST_1, TYPE_WORDS, Admits, Declaration, Range
+from .setting_declaration import ABOVE_0, AT_LEAST_0, AT_LEAST_1, Admits, Declaration, NotAValue, Range
 
 
 def _rulesets() -> tuple[str, ...]:
@@ -87,28 +86,18 @@ OPTIONS: dict[str, dict[str, Declaration]] = {
 }
 
 
-def _value(verb: str, name: str, option: Declaration, text: str) -> Any:
+def _value(name: str, option: Declaration, text: str) -> Any:
     """`text` as a value of `option`, or a ConfigError saying what it takes."""
     allowed = option.choices()
     if not text and not (isinstance(allowed, tuple) and "" in allowed):
         raise ConfigError(f"{name} takes a value ({name}=...): e.g. {name}={_shown(option)} ({option.meaning})")
-    what = TYPE_WORDS.get(option.type, "")
-    if isinstance(allowed, Range):
-        what += " above 0" if option.type is int and allowed == AT_LEAST_1 else f" {allowed}"
-    if not what:
-        what = "one of " + ", ".join(f"{name}={c}" for c in allowed) if isinstance(allowed, tuple) else "a value"
-    wrong = ConfigError(f"{name}={text}: give {what}"
-                        f", e.g. {name}={_shown(option)} ({option.meaning})")
-    if option.type is bool:
-        if text not in ("true", "false"):
-            raise wrong
-        return text == "true"
+    what = ("one of " + ", ".join(f"{name}={c}" for c in allowed) if isinstance(allowed, tuple) and allowed
+            else option.what() if option.type is not str else "a value")
+    wrong = ConfigError(f"{name}={text}: give {what}, e.g. {name}={_shown(option)} ({option.meaning})")
     try:
-        value = option.type(text)
-    except ValueError:
+        value = option.read(text)
+    except NotAValue:
         raise wrong from None
-    if option.type is float and not math.isfinite(value):
-        raise wrong
     if option.problem(value):
         raise wrong
     return value
@@ -164,7 +153,7 @@ def parse(verb: str, words: list[str]) -> tuple[dict[str, Any], list[str]]:
         if name in declared:
             if not sep:
                 raise ConfigError(f"{name} takes a value ({name}=...): {declared[name].meaning}")
-            value = _value(verb, name, declared[name], text)
+            value = _value(name, declared[name], text)
             if declared[name].many and values[name] and value and seen.get(name):
                 value = f"{values[name]},{value}"
             values[name], seen[name] = value, True

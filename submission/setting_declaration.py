@@ -57,7 +57,14 @@ SEED_RANGE = Range(0, 2**32, high_open=True)
 
 Admits = Range | tuple[str, ...] | Callable[[], tuple[str, ...]] | None
 # what a value of each type is called where a wrong one is refused ("lr takes a number")
-TYPE_WORDS = {bool: "true or false", int: "a whole number", float: "a number"}
+TYPE_WORDS: dict[type, str] = {bool: "true or false", int: "a whole number", float: "a number", str: "a text",
+                               dict: "an object"}
+BOOL_WORDS = {"true": True, "false": False}
+
+
+class NotAValue(ValueError):
+    """A text or value that is not of its declaration's type; the message says what the type
+    takes ("a whole number")."""
 
 
 @dataclass(frozen=True)
@@ -96,6 +103,38 @@ class Declaration:
                     and math.isfinite(value))
         return isinstance(value, self.type)
 
+    def read(self, raw: Any) -> Any:
+        """`raw`, a text (the command line's) or a YAML or JSON value, as a value of the declared
+        type: `none` (or None) is None where optional; NotAValue when it is none of its type.
+        Whether the value is admitted is `problem`'s question."""
+        if self.optional and (raw is None or (isinstance(raw, str) and raw.strip().lower() == NONE)):
+            return None
+        if self.type is str:
+            return "" if raw is None else str(raw)
+        value = _from_text(self.type, raw) if isinstance(raw, str) else raw
+        if not self.is_a(value):
+            raise NotAValue(TYPE_WORDS.get(self.type, f"a {self.type.__name__}"))
+        return float(value) if self.type is float else value
+
+    def text(self, value: Any) -> str:
+        """`value` as the text `read` takes back."""
+        if value is None:
+            return NONE
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        to_text = getattr(value, "to_text", None)
+        return to_text() if callable(to_text) else str(value)
+
+    def what(self) -> str:
+        """What a value of it is, in words: "a whole number above 0", "one of amp, fp32"."""
+        allowed = self.choices()
+        if isinstance(allowed, tuple) and allowed:
+            return self.admits_text()
+        words = TYPE_WORDS.get(self.type, "a value")
+        if isinstance(allowed, Range):
+            words += " above 0" if self.type is int and allowed == AT_LEAST_1 else f" {allowed}"
+        return words
+
     def admitted(self, value: Any) -> bool:
         """Whether `value` is of the declared type and admitted (a profile figure's JSON value)."""
         return self.is_a(value) and self.problem(value) is None
@@ -132,6 +171,18 @@ class Declaration:
             return ("one of " + ", ".join(words) + (" (or empty)" if "" in allowed else "")
                     + (", or several joined by commas" if self.many else ""))
         return ""
+
+
+def _from_text(kind: type, text: str) -> Any:
+    """A text as a value of `kind` (bool, int, float, or a type with `from_text`, or one built
+    from its text, as Path), or NotAValue saying what `kind` takes."""
+    try:
+        if kind is bool:
+            return BOOL_WORDS[text.strip().lower()]
+        from_text = getattr(kind, "from_text", None)
+        return from_text(text) if callable(from_text) else kind(text)
+    except (KeyError, ValueError, TypeError):
+        raise NotAValue(TYPE_WORDS.get(kind, f"a {kind.__name__}")) from None
 
 
 def _comma_words(value: Any) -> list[str]:

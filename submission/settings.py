@@ -28,7 +28,7 @@ from .methods.declarations.sgdw import SGDWSettings
 from .methods.declarations.stochastic_depth import StochasticDepthSettings
 from .methods.declarations.trivialaugment import TrivialAugmentSettings
 from .setting_declaration import (ABOVE_0, AT_LEAST_0, AT_LEAST_1, BELOW_1, COMPARED, FRACTION, HARNESS,
-                                  OPERATIONAL, RECIPE, RECORDED, TYPE_WORDS, Declaration, Range, declaration_of,
+                                  OPERATIONAL, RECIPE, RECORDED, Declaration, NotAValue, Range, declaration_of,
                                   setting)
 
 
@@ -297,26 +297,8 @@ def optional(name: str) -> bool:
 def coerce(name: str, raw: Any, origin: str) -> Any:
     """raw (a command-line string or a YAML/JSON value) as a value of `name`'s type; a
     ConfigError saying where it came from when it is not one."""
-    import yaml
-    kind_of = value_type(name)
-    if optional(name) and (raw is None or (isinstance(raw, str) and raw.strip().lower() == "none")):
-        return None
-    value = raw
-    if isinstance(raw, str) and kind_of is not str:
-        try:
-            value = yaml.safe_load(raw)
-        except yaml.YAMLError:
-            value = raw
-        if kind_of is float and isinstance(value, str):
-            try:
-                value = float(value)   # YAML 1.1 reads 5e-4 (no dot) as a string
-            except ValueError:
-                pass
-    if kind_of is str:
-        return "" if value is None else str(value)
-    if value is None or not DECLARED[name].is_a(value):
+    try:
+        return DECLARED[name].read(raw)
+    except NotAValue as exc:
         where = "" if origin == "the command line" else f" (in {origin})"
-        raise ConfigError(f"{name} takes {TYPE_WORDS[kind_of]}, not {raw!r}{where}")
-    return float(value) if kind_of is float else value
-
-
+        raise ConfigError(f"{name} takes {exc}, not {raw!r}{where}") from None
