@@ -1,17 +1,17 @@
 """RandAugment's declaration (its code: methods/randaugment.py, methods/randaugment_batch.py)."""
 from dataclasses import dataclass
 
-from ...setting_declaration import AT_LEAST_0, RECIPE, Range, setting
+from ...setting_declaration import AT_LEAST_0, RECIPE, Range, declare
 from ..method import Method
 
 
 @dataclass(frozen=True, kw_only=True)
 class RandAugmentSettings:
-    randaugment_depth: int = setting(RECIPE, "RandAugment: operations per image; 0: no RandAugment",
-                                     admits=AT_LEAST_0)
-    randaugment_severity: int = setting(RECIPE, "RandAugment: magnitude, 0-10", admits=Range(0, 10))
-    randaugment_set: str = setting(RECIPE, "RandAugment: augmentation set (all, safe, original)",
-                                   admits=("all", "safe", "original"))
+    randaugment_depth: int = declare("RandAugment: operations per image; 0: no RandAugment",
+                                     admits=AT_LEAST_0, kind=RECIPE)
+    randaugment_severity: int = declare("RandAugment: magnitude, 0-10", admits=Range(0, 10), kind=RECIPE)
+    randaugment_set: str = declare("RandAugment: augmentation set (all, safe, original)",
+                                   admits=("all", "safe", "original"), kind=RECIPE)
 
 
 def _problem(c) -> str | None:

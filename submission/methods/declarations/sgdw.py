@@ -1,13 +1,13 @@
 """SGDW's declaration (its code: methods/sgdw.py)."""
 from dataclasses import dataclass
 
-from ...setting_declaration import RECIPE, setting
+from ...setting_declaration import RECIPE, declare
 from ..method import Method
 
 
 @dataclass(frozen=True, kw_only=True)
 class SGDWSettings:
-    optimizer: str = setting(RECIPE, "sgdw: SGD with decoupled weight decay", admits=("sgdw",))
+    optimizer: str = declare("sgdw: SGD with decoupled weight decay", admits=("sgdw",), kind=RECIPE)
 
 
 # the only optimizer setting is sgdw: the plain loop's torch.optim.SGD is built in code

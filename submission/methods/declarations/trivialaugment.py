@@ -1,16 +1,16 @@
 """TrivialAugment's declaration (its code: methods/trivialaugment.py, methods/trivialaugment_batch.py)."""
 from dataclasses import dataclass
 
-from ...setting_declaration import RECIPE, setting
+from ...setting_declaration import RECIPE, declare
 from ..method import Method
 
 
 @dataclass(frozen=True, kw_only=True)
 class TrivialAugmentSettings:
-    trivialaugment: str = setting(RECIPE, "TrivialAugment: one operation per image at a magnitude drawn over "
-                                          "its whole range; wide: torchvision's TrivialAugmentWide, composer: "
-                                          "RandAugment's operations and draws at severity 10; none: off",
-                                  admits=("none", "wide", "composer"))
+    trivialaugment: str = declare("TrivialAugment: one operation per image at a magnitude drawn over "
+                                  "its whole range; wide: torchvision's TrivialAugmentWide, composer: "
+                                  "RandAugment's operations and draws at severity 10; none: off",
+                                  admits=("none", "wide", "composer"), kind=RECIPE)
 
 
 def _problem(c) -> str | None:

@@ -1,0 +1,68 @@
+"""submission/setting_declaration.py: one form declares a value (its annotation its type), and
+one parser reads its text, for settings, options, profile figures and the worker's arguments."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import pytest
+
+from submission.setting_declaration import (AT_LEAST_1, HARNESS, RECIPE, NotAValue, declarations,
+                                            declare)
+
+Colour = Literal["red", "green"]
+
+
+@dataclass(frozen=True)
+class Inner:
+    count: int = declare("how many", admits=AT_LEAST_1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Example:
+    colour: Colour = declare("a colour", "red")
+    colours: str = declare("colours, comma-separated", "red", admits=Colour, many=True)
+    share: float | None = declare("a share", None)
+    folder: Path | None = declare("a folder", None)
+    inner: Inner = declare()
+    by_side: dict[int, Inner] = declare()
+    free: dict[str, int] | None = declare(default=None)
+
+
+def test_the_annotation_says_the_type_the_words_and_the_parts():
+    declared = declarations(Example)
+    assert list(declared) == ["colour", "colours", "share", "folder", "inner", "by_side", "free"]
+    assert declared["colour"].type is str and declared["colour"].admits == ("red", "green")
+    assert declared["colours"].problem("green,red") is None and declared["colours"].problem("blue")
+    assert declared["share"].type is float and declared["share"].optional
+    assert declared["inner"].type is dict and declared["inner"].part is Inner
+    assert declared["by_side"].sides is Inner and declared["free"].sides is None
+    assert declared["colour"].what() == "one of red, green"
+    assert declarations(Inner)["count"].what() == "a whole number above 0"
+
+
+def test_one_parser_reads_each_type_from_its_text_and_refuses_what_is_not_one():
+    declared = declarations(Example)
+    assert declared["share"].read("0.5") == 0.5 and declared["share"].read("None") is None
+    assert declared["folder"].read("a/b") == Path("a/b")
+    assert declarations(Inner)["count"].read("3") == 3
+    with pytest.raises(NotAValue, match="a whole number"):
+        declarations(Inner)["count"].read("3.5")
+    with pytest.raises(NotAValue, match="a number"):
+        declared["share"].read("inf")
+    assert declared["share"].text(0.5) == "0.5" and declared["share"].text(None) == "none"
+
+
+def test_a_declaration_that_says_a_thing_twice_or_wrongly_is_refused():
+    with pytest.raises(ValueError, match="a recipe setting's value lives in the recipe files"):
+        declare("x", 1, kind=RECIPE)
+    with pytest.raises(ValueError, match="a setting's kind is one of recipe, harness, operational"):
+        declare("x", 1, kind="runtime")
+
+    @dataclass(frozen=True)
+    class Twice:
+        colour: Colour = declare("a colour", "red", admits=("red",), kind=HARNESS)
+
+    with pytest.raises(TypeError, match="colour: a Literal admits its own words"):
+        declarations(Twice)
