@@ -5,6 +5,7 @@ shape of the tests: every test that starts a process of its own is marked e2e, s
 from __future__ import annotations
 
 import ast
+import dataclasses
 from pathlib import Path
 
 from conftest import REPO
@@ -121,9 +122,9 @@ def test_every_verb_is_a_function_and_in_the_usage():
     from submission import cli
     usage = [line.split()[0] for line in cli.__doc__.splitlines()[1:] if line.startswith("  ")]
     assert list(cli.VERBS) == usage
-    for verb, function in cli.VERBS.items():
-        assert callable(function), verb
-        assert function.__name__ == f"cmd_{verb}"
+    for verb, command in cli.VERBS.items():
+        assert dataclasses.is_dataclass(command.options), verb
+        assert command.run.__name__ == f"cmd_{verb}"
 
 
 # ---- the e2e marker ---------------------------------------------------------------

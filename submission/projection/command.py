@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..config import parse_overrides
 from ..preflight import resolve_here
-from ..options import parse
+from ..options import ProjectOptions
 from ..bench_profile import ProfileError, read
 from ..run_plan import RunPlan
 from .estimate import project
@@ -13,10 +13,8 @@ from .schedule import dataset_images
 from .text import format_projection
 
 
-def main(words: list[str]) -> int:
-    options, words = parse("project", words)
-    profile_path, loader_path, dp_efficiency = (options["profile"], options["loader_profile"],
-                                                options["dp_efficiency"])
+def main(options: ProjectOptions, words: list[str]) -> int:
+    profile_path, loader_path, dp_efficiency = options.profile, options.loader_profile, options.dp_efficiency
     config = resolve_here(None, parse_overrides(words))
     bench_hint = BENCH_HINT.format(system=config.system_id)
     if not profile_path:

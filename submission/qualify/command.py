@@ -19,7 +19,7 @@ from pathlib import Path
 from .. import score
 from ..config import REPO_ROOT, ConfigError, parse_overrides
 from ..preflight import resolve_here
-from ..options import parse
+from ..options import QualifyOptions
 from ..data.prepare import cache_folder
 from ..data.synthetic_images import write_folder
 from ..bench_profile import read as read_profile
@@ -60,7 +60,7 @@ def _words(settings: dict[str, str]) -> list[str]:
 class Qualify:
     """One qualification: its settings, its budget, its folders, and the parts' outcomes."""
 
-    def __init__(self, options: dict, overrides: dict[str, str]):
+    def __init__(self, options: QualifyOptions, overrides: dict[str, str]):
         self.began = time.monotonic()
         # results_dir places the record (under results_dir/qualify/, as out= does); the parts
         # never get it: the short campaign runs in qualify's scratch folder, not among a user's results
@@ -73,12 +73,12 @@ class Qualify:
         probe = resolve_here(None, {**overrides, "dataset": "imagenet", "data_dir": given_data or "."})
         self.device_type = probe.device_type
         self.scale = planned.SCALES[self.device_type]
-        self.minutes = options["minutes"] or planned.DEFAULT_MINUTES[self.device_type]
-        self.recipes = _recipes(options["recipes"])
+        self.minutes = options.minutes or planned.DEFAULT_MINUTES[self.device_type]
+        self.recipes = _recipes(options.recipes)
         self.system_name = probe.system_name
         self.scratch = cache_folder(probe) / "qualify" / self.system_name
         stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-        self.out = (Path(options["out"]) if options["out"]
+        self.out = (Path(options.out) if options.out
                     else results_root(probe).qualify(self.system_name, stamp))
         self.data_dir = Path(given_data) if given_data else self.scratch / "data"
         self.common = {**self.scale.settings, "dataset": "imagenet", "data_dir": str(self.data_dir),
@@ -338,8 +338,7 @@ def _signal(job: subprocess.Popen, sig: int) -> None:
         pass
 
 
-def main(words: list[str]) -> int:
-    options, words = parse("qualify", words)
+def main(options: QualifyOptions, words: list[str]) -> int:
     overrides = parse_overrides(words)
     q = Qualify(options, overrides)
     q.say(f"{q.device_type} scale, budget {q.minutes:g} min; the record goes to {q.out}")

@@ -13,6 +13,7 @@ import datetime
 from pathlib import Path
 
 from .. import bench_profile, comparison, score
+from ..options import ReportOptions
 from ..results import Summary, read_campaign
 from ..run_folder import CampaignFolder
 from . import plots, steadiness
@@ -123,15 +124,13 @@ def write_report(system_dir: Path, price: float | None = None) -> Path:
     return path
 
 
-def main(words: list[str]) -> int:
-    from ..options import parse
-    options, words = parse("report", words)
+def main(options: ReportOptions, words: list[str]) -> int:
     if len(words) != 1 or "=" in words[0]:
         raise ValueError("report takes one results folder, results/<system_name> (any folder with "
                          f"resnet/result_*.txt), and price_usd_per_hour=P, not {' '.join(words) or 'none'}")
     folder = Path(words[0])
     score.require_result_files(folder)
-    path = write_report(folder, options["price_usd_per_hour"] or None)
+    path = write_report(folder, options.price_usd_per_hour or None)
     print("\n".join(steadiness.markdown(folder)) + "\n")
     print(f"report: {path}")
     for png in sorted(folder.glob("*.png")):

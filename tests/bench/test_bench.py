@@ -109,7 +109,7 @@ def test_composer_comparison_without_composer_says_how_to_install_it(tmp_path):
     """Composer is not a dependency: without it the comparison stops before preparing any
     data, and says where the install command is."""
     hide = ("import sys; sys.modules['composer'] = None; sys.argv[0] = 'bench'; "
-            "from submission.bench import main; sys.exit(main(sys.argv[1:]))")
+            "from submission.cli import main; sys.exit(main(['bench', *sys.argv[1:]]))")
     done = subprocess.run([sys.executable, "-c", hide, "compare=composer", "system=cpu",
                            f"cache_dir={tmp_path / 'cache'}"], cwd=REPO, capture_output=True,
                           text=True, timeout=120)

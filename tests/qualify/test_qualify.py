@@ -11,7 +11,7 @@ import pytest
 from conftest import run_submission
 from image_folders import make_nested, write_image
 from submission.cli import main as cli_main
-from submission.options import parse
+from submission.options import QualifyOptions
 from submission.qualify import plan, record
 from submission.qualify.command import Qualify
 
@@ -138,7 +138,7 @@ def test_nothing_measured_exits_1_and_the_last_line_says_what_was_not(tmp_path, 
 
 def test_results_dir_places_the_record_and_the_campaign_stays_in_qualifys_own_folder(tmp_path):
     mine = tmp_path / "my-results"
-    q = Qualify(parse("qualify", [])[0], {"results_dir": str(mine), "cache_dir": str(tmp_path / "cache")})
+    q = Qualify(QualifyOptions(), {"results_dir": str(mine), "cache_dir": str(tmp_path / "cache")})
     assert q.out.parent == mine / "qualify"
     campaign = next(part for part in plan.parts(q.device_type) if part.verb == "run")
     words = q.argv(campaign)
