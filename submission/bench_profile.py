@@ -15,11 +15,12 @@ import dataclasses
 import json
 from dataclasses import MISSING, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from . import settings as declared
 from .config import Config, ConfigError
 from .jsonfile import write_json
+from .settings import TrainLoader
 from .setting_declaration import ABOVE_0, AT_LEAST_0, AT_LEAST_1, Declaration, declarations, declare
 
 SCHEMA = 2
@@ -30,7 +31,7 @@ RECORDED_SETTINGS = ("system", *declared.profiled())
 RATE_SETTINGS = tuple(declared.profiled(declared.COMPARED))
 # the recorded settings the projection reads, each checked by its own declaration: whether needed
 READ_SETTINGS = {"sam_interval": True, "batch_per_device": False, "train_resolution": False}
-LOADER_KINDS = declared.words_admitted("train_loader")
+LOADER_KINDS = get_args(TrainLoader)
 LOADER_NAMES = {"ffcv": "FFCV", "torchvision": "torchvision", "device": "device"}   # each kind, for people
 # the bench's per-image CPU work of the torchvision loader, each on one thread (ms per image)
 AUGMENTATION_STAGES = ("decode", "crop_flip", "randaugment", "to_tensor", "total")
@@ -63,7 +64,7 @@ class SideStep:
 
 @dataclass(frozen=True)
 class Loader:
-    kind: str = declare(admits=LOADER_KINDS)
+    kind: TrainLoader = declare()
     img_per_s: float = declare(admits=ABOVE_0)
     threads: int = declare(admits=AT_LEAST_1)
     resolution: int | None = declare(default=None, admits=AT_LEAST_1)

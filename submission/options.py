@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from .errors import ConfigError
 from .results import RULESET as RULESET_DEFAULT
@@ -22,6 +22,8 @@ from .setting_declaration import (ABOVE_0, AT_LEAST_0, AT_LEAST_1, Declaration, 
                                   declare)
 
 Options = TypeVar("Options")
+Sweep = Literal["", "loader"]
+Comparison = Literal["", "composer", "methods"]
 
 
 def _rulesets() -> tuple[str, ...]:
@@ -108,9 +110,9 @@ class BenchOptions:
     rounds: int = declare("turns of the rows timed side by side", 3, admits=AT_LEAST_1)
     json: str = declare("write the profile that project and tradeoff read to this file", "")
     quick: bool = declare("only the figures a profile needs (qualify's form)", False)
-    sweep: str = declare("loader: the loader on each .beton write option", "", admits=("", "loader"))
-    compare: str = declare("composer: Composer's Trainer with the Mild methods; methods: each method "
-                           "swapped for the plain loop's", "", admits=("", "composer", "methods"))
+    sweep: Sweep = declare("loader: the loader on each .beton write option", "")
+    compare: Comparison = declare("composer: Composer's Trainer with the Mild methods; methods: each method "
+                                  "swapped for the plain loop's", "")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -12,7 +12,7 @@ config.validate (and by the method that declares them).
 """
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from .errors import ConfigError
 from .methods.declarations.blurpool import BlurPoolSettings
@@ -31,16 +31,27 @@ from .setting_declaration import (ABOVE_0, AT_LEAST_0, AT_LEAST_1, BELOW_1, COMP
                                   declare)
 
 
+# The words of each setting that takes one of a few: its type (mypy checks each use), and what it
+# admits (declarations reads them with typing.get_args).
+InitConv = Literal["kaiming_normal", "torchvision"]
+InitBnGamma = Literal["uniform", "ones"]
+LogitBiasInit = Literal["log_prior", "zeros"]
+Precision = Literal["amp", "fp32"]
+AmpDtype = Literal["bf16", "fp16"]
+TrainLoader = Literal["ffcv", "torchvision", "device"]
+Dataset = Literal["imagenet", "fashion-mnist"]
+WriteMode = Literal["raw", "jpg", "proportion", "smart"]
+Device = Literal["", "cuda", "cpu"]
+Tracker = Literal["tensorboard", "wandb", "none"]      # tracker= is a comma list of these
+
+
 @dataclass(frozen=True, kw_only=True)
 class RecipeSettings:
     """The recipe's settings that are not a method's: submission/recipes/*.yaml (the methods'
     own: submission/methods/declarations/)."""
-    init_conv: str = declare("conv/linear weight init: kaiming_normal or torchvision's default",
-                             admits=("kaiming_normal", "torchvision"), kind=RECIPE)
-    init_bn_gamma: str = declare("BatchNorm gamma init: uniform (U(0,1)) or ones",
-                                 admits=("uniform", "ones"), kind=RECIPE)
-    logit_bias_init: str = declare("final bias init: log_prior (-log classes) or zeros",
-                                   admits=("log_prior", "zeros"), kind=RECIPE)
+    init_conv: InitConv = declare("conv/linear weight init: kaiming_normal or torchvision's default", kind=RECIPE)
+    init_bn_gamma: InitBnGamma = declare("BatchNorm gamma init: uniform (U(0,1)) or ones", kind=RECIPE)
+    logit_bias_init: LogitBiasInit = declare("final bias init: log_prior (-log classes) or zeros", kind=RECIPE)
     zero_init_residual: bool = declare("zero the last BN gamma of each residual block", kind=RECIPE)
     channels_last: bool = declare("NHWC model and batches", kind=RECIPE)
     train_resolution: int = declare("RandomResizedCrop side of training images",
@@ -71,14 +82,14 @@ class RecipeSettings:
     target_accuracy: float | None = declare("top-1 fraction that ends a run successfully; none: "
                                             "no target, the whole budget trains (tradeoff points)",
                                             admits=Range(0, 1, low_open=True), kind=RECIPE)
-    precision: str = declare("amp (autocast) or fp32", admits=("amp", "fp32"), profile=COMPARED, kind=RECIPE)
-    amp_dtype: str = declare("autocast dtype when precision=amp: fp16 (with a GradScaler on "
-                             "CUDA) or bf16", admits=("bf16", "fp16"), profile=COMPARED, kind=RECIPE)
-    train_loader: str = declare("ffcv; torchvision (per-image CPU augmentation in DataLoader "
-                                "workers); or device (decode, crop, resize and RandAugment on the "
-                                "run's device, nvJPEG on a GPU); all three read the same .beton, "
-                                "and evaluation goes through the device loader with device",
-                                admits=("ffcv", "torchvision", "device"), profile=RECORDED, kind=RECIPE)
+    precision: Precision = declare("amp (autocast) or fp32", profile=COMPARED, kind=RECIPE)
+    amp_dtype: AmpDtype = declare("autocast dtype when precision=amp: fp16 (with a GradScaler on CUDA) or bf16",
+                                  profile=COMPARED, kind=RECIPE)
+    train_loader: TrainLoader = declare("ffcv; torchvision (per-image CPU augmentation in DataLoader "
+                                        "workers); or device (decode, crop, resize and RandAugment on the "
+                                        "run's device, nvJPEG on a GPU); all three read the same .beton, "
+                                        "and evaluation goes through the device loader with device",
+                                        profile=RECORDED, kind=RECIPE)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,14 +97,14 @@ class HarnessSettings:
     """The harness's defaults that change what a run computes."""
     recipe: str = declare("recipe file under submission/recipes/ (mild, medium, hot, baseline)",
                           "mild", profile=RECORDED, kind=HARNESS)
-    dataset: str = declare("imagenet (an image folder), fashion-mnist (the embedded campaign: "
-                           "submission/embedded.yaml), or auto: imagenet when data_dir is set",
-                           "imagenet", admits=("imagenet", "fashion-mnist"), also=("auto",), kind=HARNESS)
+    dataset: Dataset = declare("imagenet (an image folder), fashion-mnist (the embedded campaign: "
+                               "submission/embedded.yaml), or auto: imagenet when data_dir is set",
+                               "imagenet", also=("auto",), kind=HARNESS)
     skip_bad_images: bool = declare("skip unusable images (unreadable, or too small for the "
                                     "pipeline; counted, listed) instead of failing", False, kind=HARNESS)
-    write_mode: str = declare("FFCV RGBImageField write_mode: raw, jpg, proportion, smart "
-                              "(published: proportion; docs/throughput.md, bench sweep=loader)",
-                              "proportion", admits=("raw", "jpg", "proportion", "smart"), kind=HARNESS)
+    write_mode: WriteMode = declare("FFCV RGBImageField write_mode: raw, jpg, proportion, smart "
+                                    "(published: proportion; docs/throughput.md, bench sweep=loader)",
+                                    "proportion", kind=HARNESS)
     write_max_resolution: int = declare("longest side stored in the .beton (Composer's "
                                         "create_ffcv_datasets.py: 500)", 500, admits=AT_LEAST_1, kind=HARNESS)
     write_jpeg_quality: int = declare("JPEG quality of stored images (create_ffcv_datasets.py: 90)",
@@ -109,8 +120,7 @@ class HarnessSettings:
     procs_per_node: int = declare("processes per node; 0: accelerators_per_node, or 1 without",
                                   0, admits=AT_LEAST_0, kind=HARNESS)
     nodes: int = declare("nodes; 0: the descriptor's number_of_nodes", 0, admits=AT_LEAST_0, kind=HARNESS)
-    device: str = declare("cuda or cpu; empty: cuda when the descriptor has accelerators", "",
-                          admits=("", "cuda", "cpu"), kind=HARNESS)
+    device: Device = declare("cuda or cpu; empty: cuda when the descriptor has accelerators", "", kind=HARNESS)
     cpu_threads: int = declare("torch threads per process on CPU; 0: cores / processes", 0,
                                admits=AT_LEAST_0, kind=HARNESS)
     max_run_minutes: float = declare("stop a run (status aborted) after N minutes; 0: no limit",
@@ -173,7 +183,7 @@ class OperationalSettings:
                            "untouched", True, kind=OPERATIONAL)
     tracker: str = declare("where runs can be watched: tensorboard (event files beside the "
                            "results), wandb (pip extra [wandb]), none; several joined by commas",
-                           "tensorboard", admits=("tensorboard", "wandb", "none"), many=True, kind=OPERATIONAL)
+                           "tensorboard", admits=Tracker, many=True, kind=OPERATIONAL)
     price_usd_per_hour: float = declare("hourly price of the whole system (all nodes)", 0.0,
                                         admits=AT_LEAST_0, kind=OPERATIONAL)
     price_source: str = declare("where the price comes from", "", kind=OPERATIONAL)
@@ -250,14 +260,6 @@ def profiled(*marks: str) -> list[str]:
     """The settings a bench profile records (RECORDED, COMPARED) or compares (COMPARED)."""
     marks = marks or (RECORDED, COMPARED)
     return [name for name in DECLARED if DECLARED[name].profile in marks]
-
-
-def words_admitted(name: str) -> tuple[str, ...]:
-    """The words a text setting with choices admits."""
-    allowed = admits(name)
-    if not isinstance(allowed, tuple):
-        raise TypeError(f"{name} admits {allowed!r}, not a list of words")
-    return allowed
 
 
 def admits_text(name: str) -> str:

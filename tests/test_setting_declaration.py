@@ -66,3 +66,21 @@ def test_a_declaration_that_says_a_thing_twice_or_wrongly_is_refused():
 
     with pytest.raises(TypeError, match="colour: a Literal admits its own words"):
         declarations(Twice)
+
+
+def test_every_word_choice_of_a_setting_or_an_option_is_a_literal_type():
+    """The allowed words are written once, as a Literal that mypy checks; the declarations and
+    the bench profile read them from it (the rulesets are mlperf-logging's, asked when needed)."""
+    import typing
+
+    from submission import bench_profile, cli, settings
+    classes = [settings.Settings, *(verb.options for verb in cli.VERBS.values())]
+    for cls in classes:
+        hints = typing.get_type_hints(cls)
+        for name, declared in declarations(cls).items():
+            words = declared.admits
+            if isinstance(words, tuple) and not declared.many:
+                assert typing.get_origin(hints[name]) is Literal, f"{cls.__name__}.{name}"
+                assert typing.get_args(hints[name]) == words
+    assert bench_profile.LOADER_KINDS == typing.get_args(settings.TrainLoader) == settings.admits("train_loader")
+    assert settings.admits("tracker") == typing.get_args(settings.Tracker)

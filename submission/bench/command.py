@@ -9,9 +9,6 @@ from ..preflight import resolve_here
 from ..options import BenchOptions
 from ..preflight import loader_workers, precision_problems
 
-COMPARISONS = {"composer": "MosaicML Composer's Trainer with the Mild methods",
-               "methods": "the recipe's step with each method swapped for the plain loop's"}
-
 
 def fitted(config):
     """The configuration with workers_per_device fitted to the CPUs this process may use,

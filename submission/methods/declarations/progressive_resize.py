@@ -1,8 +1,13 @@
 """Progressive resizing's declaration (its code: methods/progressive_resize.py)."""
 from dataclasses import dataclass
+from typing import Literal
 
 from ...setting_declaration import AT_LEAST_1, RECIPE, declare
 from ..method import Method
+
+
+ResizeGranularity = Literal["epoch", "step"]
+ResizeMode = Literal["nearest", "bilinear", "area"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -12,10 +17,9 @@ class ProgressiveResizeSettings:
     resize_start_fraction: float = declare("share of training at the initial scale", kind=RECIPE)
     resize_finish_fraction: float = declare("share of training at which full size is reached", kind=RECIPE)
     resize_multiple: int = declare("the side is rounded to a multiple of this", admits=AT_LEAST_1, kind=RECIPE)
-    resize_granularity: str = declare("epoch: the side changes at epoch boundaries; step: every step",
-                                      admits=("epoch", "step"), kind=RECIPE)
-    resize_mode: str = declare("interpolation of the downscaling: nearest, bilinear or area",
-                               admits=("nearest", "bilinear", "area"), kind=RECIPE)
+    resize_granularity: ResizeGranularity = declare("epoch: the side changes at epoch boundaries; step: every "
+                                                    "step", kind=RECIPE)
+    resize_mode: ResizeMode = declare("interpolation of the downscaling: nearest, bilinear or area", kind=RECIPE)
 
 
 def _problem(c) -> str | None:

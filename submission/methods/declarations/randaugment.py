@@ -1,8 +1,12 @@
 """RandAugment's declaration (its code: methods/randaugment.py, methods/randaugment_batch.py)."""
 from dataclasses import dataclass
+from typing import Literal
 
 from ...setting_declaration import AT_LEAST_0, RECIPE, Range, declare
 from ..method import Method
+
+
+RandAugmentSet = Literal["all", "safe", "original"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -10,8 +14,7 @@ class RandAugmentSettings:
     randaugment_depth: int = declare("RandAugment: operations per image; 0: no RandAugment",
                                      admits=AT_LEAST_0, kind=RECIPE)
     randaugment_severity: int = declare("RandAugment: magnitude, 0-10", admits=Range(0, 10), kind=RECIPE)
-    randaugment_set: str = declare("RandAugment: augmentation set (all, safe, original)",
-                                   admits=("all", "safe", "original"), kind=RECIPE)
+    randaugment_set: RandAugmentSet = declare("RandAugment: augmentation set (all, safe, original)", kind=RECIPE)
 
 
 def _problem(c) -> str | None:

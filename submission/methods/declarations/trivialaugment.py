@@ -1,16 +1,20 @@
 """TrivialAugment's declaration (its code: methods/trivialaugment.py, methods/trivialaugment_batch.py)."""
 from dataclasses import dataclass
+from typing import Literal
 
 from ...setting_declaration import RECIPE, declare
 from ..method import Method
 
 
+TrivialAugmentSpace = Literal["none", "wide", "composer"]
+
+
 @dataclass(frozen=True, kw_only=True)
 class TrivialAugmentSettings:
-    trivialaugment: str = declare("TrivialAugment: one operation per image at a magnitude drawn over "
-                                  "its whole range; wide: torchvision's TrivialAugmentWide, composer: "
-                                  "RandAugment's operations and draws at severity 10; none: off",
-                                  admits=("none", "wide", "composer"), kind=RECIPE)
+    trivialaugment: TrivialAugmentSpace = declare("TrivialAugment: one operation per image at a magnitude drawn "
+                                                  "over its whole range; wide: torchvision's TrivialAugmentWide, "
+                                                  "composer: RandAugment's operations and draws at severity 10; "
+                                                  "none: off", kind=RECIPE)
 
 
 def _problem(c) -> str | None:
