@@ -84,3 +84,26 @@ def test_every_word_choice_of_a_setting_or_an_option_is_a_literal_type():
                 assert typing.get_args(hints[name]) == words
     assert bench_profile.LOADER_KINDS == typing.get_args(settings.TrainLoader) == settings.admits("train_loader")
     assert settings.admits("tracker") == typing.get_args(settings.Tracker)
+
+
+def test_the_layouts_declarations_of_a_new_option_setting_and_figure_are_fields_of_the_classes_named():
+    """docs/layout.md's examples, each added to the class its comment names, read back typed."""
+    import importlib
+    import re
+    from dataclasses import make_dataclass
+
+    from conftest import REPO
+    from submission import setting_declaration
+
+    text = (REPO / "docs" / "layout.md").read_text()
+    block = re.search(r"```python\n(.*?)```", text[text.index("## Declaring a value"):], re.S)[1]
+    pairs = re.findall(r"# submission/(\S+)\.py, class (\w+)[^\n]*\n(\w+): ([^=]+) = (declare\(.*\))\n", block)
+    assert [module for module, *_ in pairs] == ["options", "settings", "bench_profile"]
+    for module, cls_name, name, annotation, call in pairs:
+        base = getattr(importlib.import_module(f"submission.{module}"), cls_name)
+        names = vars(setting_declaration)
+        extended = make_dataclass("Extended", [(name, eval(annotation), eval(call, names))], bases=(base,),
+                                  frozen=True, kw_only=True)
+        declared = declarations(extended)[name]
+        assert list(declarations(extended))[:-1] == list(declarations(base)) and declared.type in (int, bool)
+        assert declared.read("3" if declared.type is int else "true") in (3, True)
