@@ -123,7 +123,8 @@ class QualifyOptions:
 
 
 @dataclass(frozen=True, kw_only=True)
-class TradeoffOptions(ProfileOptions):
+class GridOptions:
+    """The grid a tradeoff runs, and how."""
     grid: str = declare("a grid of submission/grids/ by name, or a grid file (default: embedded, imagenet "
                         "with data_dir)", "")
     point: int | None = declare("run this point alone (--list numbers them; a SLURM array task)", None,
@@ -136,6 +137,11 @@ class TradeoffOptions(ProfileOptions):
     spread_limit: float = declare("a run slower than this many times its point's fastest seed (or its "
                                   "configuration's other budgets) is flagged", 1.5,
                                   admits=Range(1, low_open=True))
+
+
+@dataclass(frozen=True, kw_only=True)
+class TradeoffOptions(ProfileOptions, GridOptions):
+    """The grid's options, then the projection's (a profile, the systems)."""
     systems: str = declare("the systems projected to, comma-separated (default: every descriptor with "
                            "accelerators)", "")
 

@@ -40,6 +40,7 @@ KINDS = (RECIPE, HARNESS, OPERATIONAL)
 RECORDED, COMPARED = "recorded", "compared"
 # the word of a comma list (many=True) that names no item; it goes with no other
 NONE = "none"
+DECLARATION = "declaration"        # the key of a declared field's metadata
 
 
 @dataclass(frozen=True)
@@ -214,9 +215,6 @@ def _from_text(kind: type, text: str) -> Any:
 def _comma_words(value: Any) -> list[str]:
     """The words of a comma-separated text, lower case, as written (repeats and `none` kept)."""
     return [word.strip().lower() for word in str(value).split(",") if word.strip()]
-
-
-DECLARATION = "declaration"        # the key of a declared field's metadata
 
 
 def declare(meaning: str = "", default: Any = MISSING, *, admits: Admits | object = None, many: bool = False,
