@@ -1,7 +1,7 @@
-"""Every command's own options, declared once: `key=value` words like the settings, each
-command's a frozen dataclass whose fields are declared as settings are (`declare`,
+"""Every command's own options, declared once: `key=value` words like the settings. A command's
+options are a frozen dataclass whose fields are declared as settings are (`declare`,
 setting_declaration.py: the annotation its type, then its meaning, default and what it admits);
-`parse` reads and checks them into that dataclass, which the command's function receives
+`parse` reads and checks the words into it, and the command's function receives it
 (submission/cli.py's VERBS pairs each command with its class).
 
 The settings (submission/settings.py) say what a run computes and how it is launched; an
@@ -22,6 +22,7 @@ from .setting_declaration import (ABOVE_0, AT_LEAST_0, AT_LEAST_1, Declaration, 
                                   declare)
 
 Options = TypeVar("Options")
+# the bench's other benches (empty: the main one)
 Sweep = Literal["", "loader"]
 Comparison = Literal["", "composer", "methods"]
 
