@@ -30,7 +30,7 @@ import torch
 from . import distributed as dist_utils
 from . import energy, inventory, out_of_memory, tracking
 from .config import Config
-from .data import ffcv_loaders, ffcv_threads, fingerprint
+from .data import compile_cache, ffcv_loaders, ffcv_threads, fingerprint
 from .data.data_json import PreparedData
 from .data.prepare import cache_folder
 from .data.run_loaders import run_loaders
@@ -84,6 +84,8 @@ def set_up(config: Config, data: PreparedData, ctx: dist_utils.Context, seed: in
     """Everything before run_start: the plan, the recipe step (compiled with compile=true),
     the MLPerf log's set-up entries and, with warmup=true, the warm-ups."""
     seed_everything(seed)
+    # before FFCV's first import, which compiles numba code: kept for the campaign's next runs
+    compile_cache.install(cache_folder(config) / "numba")
     ffcv_threads.install()      # else FFCV's Loaders set torch's threads to their worker count
     if ctx.device.type == "cpu":
         torch.set_num_threads(inventory.cpu_threads(config))
