@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from .config import Config
-from .data.ffcv_loaders import Normalizer
+from .loaders.ffcv_loaders import Normalizer
 from .methods.colout import colout_batch
 from .methods.ema import EMA
 from .methods.loss import LOSSES

@@ -30,10 +30,11 @@ import torch
 from . import distributed as dist_utils
 from . import energy, inventory, out_of_memory, tracking
 from .config import Config
-from .data import ffcv_loaders, ffcv_threads, fingerprint
+from .data import fingerprint
 from .data.data_json import PreparedData
 from .data.prepare import cache_folder
-from .data.run_loaders import run_loaders
+from .loaders import ffcv_loaders, ffcv_threads
+from .loaders.run_loaders import run_loaders
 from .followers import RunSpec, agree_on_run
 from .mlperf_log import RunLog
 from .progress import Reporter

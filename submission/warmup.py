@@ -17,7 +17,7 @@ from exactly the state a run without it starts from.
 
 `warm_up_loaders` reads the run's FFCV pipelines through once on synthetic .beton files
 (random images written with the data set's write settings by `prepare`, shaped like each
-split), so that their numba compilation, shared across Loaders by `data.compile_cache`,
+split), so that their numba compilation, shared across Loaders by `loaders.compile_cache`,
 is done before the real Loaders are built on the data after run_start, and so that the
 host buffers those Loaders allocate are already in torch's cache.
 """
@@ -33,7 +33,7 @@ from typing import cast
 import numpy as np
 import torch
 
-from .data import ffcv_loaders
+from .loaders import ffcv_loaders
 from .methods.sam import SAM
 from .out_of_memory import At
 from .run_plan import RunPlan

@@ -17,7 +17,8 @@ import torch
 from PIL import Image
 
 from submission.config import ConfigError, resolve
-from submission.data import ffcv_loaders, sources
+from submission.data import sources
+from submission.loaders import ffcv_loaders
 from submission.data.prepare import prepare
 
 CPU = torch.device("cpu")

@@ -16,7 +16,7 @@ from submission import campaign, out_of_memory
 from submission.jsonfile import write_json
 from submission.results import CampaignError, campaign_folder
 from submission.config import parse_overrides, resolve
-from submission.data import ffcv_loaders
+from submission.loaders import ffcv_loaders
 from submission.data.prepare import prepare
 from submission.model import model_from_config
 from submission.step import autocast_for

@@ -14,7 +14,7 @@ from conftest import (QUICK_BATCH, REPO, child_env, descendants, free_port, mllo
                       run_submission)
 from submission.compliance import check_path
 from submission.config import parse_overrides, resolve
-from submission.data import ffcv_loaders
+from submission.loaders import ffcv_loaders
 from submission.data.data_json import PreparedData
 from submission.data.prepare import prepare
 from submission.model import model_from_config
@@ -76,7 +76,7 @@ def test_ddp_ranks_agree_and_eval_counts_each_image_once(tmp_path, cache_dir):
 def test_two_nodes_on_loopback_write_one_result(tmp_path, cache_dir):
     """nodes=2: two campaign commands (node_rank 0 and 1) rendezvous over loopback. They train
     on the device loader: its shards under a real two-process gloo world, each rank its
-    DistributedSampler's share (the shards themselves: tests/data/test_device_loader.py)."""
+    DistributedSampler's share (the shards themselves: tests/loaders/test_device_loader.py)."""
     port = free_port()
     common = dict(nodes=2, master_addr="127.0.0.1", master_port=port, runs=1, seeds="21",
                   target_accuracy=0.05, train_loader="device")

@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from ..config import ConfigError
-from ..data import ffcv_loaders
+from ..loaders import ffcv_loaders
 from ..model import build_model
 from ..step import build_step
 from .timing import bench_device, sync, synthetic_batch

@@ -21,7 +21,7 @@ import functools
 
 import torch
 
-from ..data import ffcv_loaders
+from ..loaders import ffcv_loaders
 from ..methods import ALL
 from ..methods.sam import SAM
 from ..step import build_step

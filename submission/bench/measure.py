@@ -53,10 +53,10 @@ from .. import distributed, energy, methods
 from ..bench_profile import (LOADER_NAMES, Augmentation, BenchProfile, FedStep, Loader, LoaderBeside, LoaderProbe,
                              LoaderSetup, LoopOverhead, Measured, Power, SetupExtra, SideStep,
                              recorded_settings)
-from ..data import ffcv_loaders, ffcv_threads
+from ..loaders import ffcv_loaders, ffcv_threads
 from ..data.prepare import cache_folder, prepare
 from ..data.pillow_build import pillow_build
-from ..data.run_loaders import augmentation_of, run_loaders
+from ..loaders.run_loaders import augmentation_of, run_loaders
 from ..methods.loss import LOSSES
 from ..methods.progressive_resize import resize_batch
 from ..run_plan import RunPlan
@@ -533,7 +533,7 @@ def augmentation_cost(config, data, images: int = AUGMENTATION_IMAGES) -> dict:
     (torchvision_loader.BetonImages), crop + flip (RandomResizedCrop, flip), the augmentation
     (RandAugment or TrivialAugment: the profile's `randaugment` stage), to tensor (the
     transforms of torchvision_loader.image_transform, each timed alone)."""
-    from ..data import torchvision_loader
+    from ..loaders import torchvision_loader
 
     augment = augmentation_of(config)
     augmentation = next((m.named(config) for m in methods.ALL if m.on(config) and m.named is not None

@@ -8,7 +8,7 @@ import torch
 
 from .. import inventory
 from ..config import ConfigError
-from ..data import ffcv_loaders, ffcv_threads
+from ..loaders import ffcv_loaders, ffcv_threads
 
 
 def sync(device: torch.device) -> None:

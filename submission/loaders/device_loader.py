@@ -43,7 +43,7 @@ import numpy as np
 import torch
 
 from . import area_resize
-from .beton_samples import JPEG, BetonSamples
+from ..data.beton_samples import JPEG, BetonSamples
 
 AHEAD = 2        # batches made ahead of the one the step takes
 CHUNK = 64       # images resized together: bounds their rows' float32 sums (64 x 176 x 500 x 3)

@@ -45,7 +45,7 @@ from PIL import Image
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 from torchvision import transforms
 
-from .beton_samples import JPEG, BetonSamples
+from ..data.beton_samples import JPEG, BetonSamples
 class BetonImages(Dataset):
     """(PIL RGB image, int label) of each sample of a .beton written by data/prepare.py,
     `transform` applied to the image (beton_samples.BetonSamples: the file is memory-mapped

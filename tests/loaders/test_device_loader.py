@@ -13,9 +13,9 @@ from PIL import Image
 
 from image_folders import FFCV_FINALIZER_NOISE
 from submission.config import ConfigError, resolve
-from submission.data import device_loader, ffcv_loaders
+from submission.loaders import device_loader, ffcv_loaders
 from submission.data.beton_samples import JPEG, BetonSamples, layout_problem
-from submission.data.device_loader import UndecodableSample, random_crops
+from submission.loaders.device_loader import UndecodableSample, random_crops
 from submission.data.prepare import prepare
 from submission.data.sharding import steps_per_epoch
 from submission.data.synthetic_images import FolderShape, write_folder

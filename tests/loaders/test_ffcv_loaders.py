@@ -1,4 +1,4 @@
-"""submission/data/ffcv_loaders.py: FFCV's training and validation loaders over a prepared
+"""submission/loaders/ffcv_loaders.py: FFCV's training and validation loaders over a prepared
 folder: batches, shards, threads, and epochs left early."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import torch
 
 from image_folders import CPU, FFCV_FINALIZER_NOISE, read_val
 from image_folders import nested  # noqa: F401 - a module-scoped fixture, used by name
-from submission.data import ffcv_loaders
+from submission.loaders import ffcv_loaders
 
 pytestmark = FFCV_FINALIZER_NOISE
 
@@ -74,7 +74,7 @@ import torch
 import ffcv.reader                     # (prepare reads a .beton's metadata): torch's threads at 1
 from submission.bench.timing import bench_device
 from submission.config import resolve
-from submission.data import ffcv_loaders
+from submission.loaders import ffcv_loaders
 seen = {"ffcv imported": torch.get_num_threads()}
 bench_device(resolve("cpu", {}))       # the run's count: cpu_threads=0, the usable cores
 seen["bench"] = torch.get_num_threads() == len(os.sched_getaffinity(0))
