@@ -28,7 +28,6 @@ WRITTEN_BY = "a profile is what `python -m submission bench ... json=FILE` write
 RECORDED_SETTINGS = ("system", *declared.profiled())
 RATE_SETTINGS = tuple(declared.profiled(declared.COMPARED))
 LOADER_KINDS = declared.words_admitted("train_loader")
-LOADER_NAMES = {"ffcv": "FFCV", "torchvision": "torchvision", "device": "device"}   # each kind, for people
 # the bench's per-image CPU work of the torchvision loader, each on one thread (ms per image)
 AUGMENTATION_STAGES = ("decode", "crop_flip", "randaugment", "to_tensor", "total")
 

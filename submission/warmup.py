@@ -33,7 +33,7 @@ from typing import cast
 import numpy as np
 import torch
 
-from .loaders import ffcv_loaders
+from .loaders.protocol import Loader, one_epoch
 from .methods.sam import SAM
 from .out_of_memory import At
 from .run_plan import RunPlan
@@ -151,7 +151,7 @@ def evaluation_forward(step: RecipeStep, eval_batches: list[int], images_of,
     return time.perf_counter() - start
 
 
-def warm_up_loaders(train_loader, val_loader, log=print) -> float:
+def warm_up_loaders(train_loader: Loader, val_loader: Loader, log=print) -> float:
     """One pass over each loader (built with the run's pipelines on the synthetic files);
     returns the seconds it took, almost all of it numba compiling the pipelines.
 
@@ -165,10 +165,10 @@ def warm_up_loaders(train_loader, val_loader, log=print) -> float:
     garbage collection at the end frees them, because the frames of numba's compilation
     keep the first epoch of a pipeline alive in reference cycles."""
     start = time.perf_counter()
-    training = ffcv_loaders.one_epoch(train_loader)
+    training = one_epoch(train_loader)
     try:
         next(training)
-        _exhaust(ffcv_loaders.one_epoch(val_loader))     # one_epoch: its thread has ended after it
+        _exhaust(one_epoch(val_loader))     # one_epoch: its thread has ended after it
         _exhaust(training)
     finally:
         training.close()

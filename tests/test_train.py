@@ -18,7 +18,7 @@ from submission.loaders import ffcv_loaders
 from submission.data.data_json import PreparedData
 from submission.data.prepare import prepare
 from submission.model import model_from_config
-from submission.step import autocast_for
+from submission.step import Normalizer, autocast_for
 from submission.train import evaluate
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -63,7 +63,7 @@ def test_ddp_ranks_agree_and_eval_counts_each_image_once(tmp_path, cache_dir):
     device = torch.device("cpu")
     loader = ffcv_loaders.val_loader(data.val_path, cfg.eval_resolution, cfg.eval_resize, 64, 1, device,
                                 rank=0, world_size=1, num_samples=data.eval_samples)
-    single = evaluate(model, loader, ffcv_loaders.Normalizer(device), autocast_for(cfg, device),
+    single = evaluate(model, loader, Normalizer(device), autocast_for(cfg, device),
                       data.eval_samples)
     assert single == pytest.approx(logged, abs=1e-12)
     stop = [e for e in events if e["key"] == "run_stop"][0]

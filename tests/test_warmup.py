@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from submission.config import resolve
-from submission.loaders.ffcv_loaders import Normalizer
+from submission.step import Normalizer
 from submission.methods.ema import EMA
 from submission.methods.loss import LOSSES
 from submission.run_plan import RunPlan
@@ -209,7 +209,7 @@ import torch
 import ffcv.pipeline.graph
 from submission import distributed
 from submission.config import Config
-from submission.loaders.ffcv_loaders import one_epoch
+from submission.loaders.protocol import one_epoch
 from submission.data.data_json import PreparedData
 from submission.loaders.run_loaders import run_loaders
 from submission.warmup import warm_up_loaders
@@ -298,7 +298,7 @@ from pathlib import Path
 import torch
 from torch import nn
 from submission.config import resolve
-from submission.loaders.ffcv_loaders import Normalizer
+from submission.step import Normalizer
 from submission.methods.loss import LOSSES
 from submission.methods.sgdw import DecoupledSGDW
 from submission.run_plan import RunPlan
