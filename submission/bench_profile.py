@@ -20,7 +20,7 @@ from typing import Any, get_args
 from . import settings as declared
 from .config import Config, ConfigError
 from .jsonfile import write_json
-from .settings import TrainLoader
+from .loader_kinds import TrainLoader
 from .setting_declaration import ABOVE_0, AT_LEAST_0, AT_LEAST_1, Declaration, declarations, declare
 
 SCHEMA = 2
@@ -32,7 +32,6 @@ RATE_SETTINGS = tuple(declared.profiled(declared.COMPARED))
 # the recorded settings the projection reads, each checked by its own declaration: whether needed
 READ_SETTINGS = {"sam_interval": True, "batch_per_device": False, "train_resolution": False}
 LOADER_KINDS = get_args(TrainLoader)
-LOADER_NAMES = {"ffcv": "FFCV", "torchvision": "torchvision", "device": "device"}   # each kind, for people
 # the bench's per-image CPU work of the torchvision loader, each on one thread (ms per image)
 AUGMENTATION_STAGES = ("decode", "crop_flip", "randaugment", "to_tensor", "total")
 

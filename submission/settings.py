@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .errors import ConfigError
+from .loader_kinds import TrainLoader
 from .methods.declarations.blurpool import BlurPoolSettings
 from .methods.declarations.colout import ColOutSettings
 from .methods.declarations.ema import EMASettings
@@ -38,7 +39,6 @@ InitBnGamma = Literal["uniform", "ones"]
 LogitBiasInit = Literal["log_prior", "zeros"]
 Precision = Literal["amp", "fp32"]
 AmpDtype = Literal["bf16", "fp16"]
-TrainLoader = Literal["ffcv", "torchvision", "device"]
 Dataset = Literal["imagenet", "fashion-mnist"]
 WriteMode = Literal["raw", "jpg", "proportion", "smart"]
 Device = Literal["", "cuda", "cpu"]

@@ -17,10 +17,10 @@ from exactly the state a run without it starts from.
 
 `warm_up_loaders` reads the run's FFCV pipelines through once on synthetic .beton files
 (random images written with the data set's write settings by `prepare`, shaped like each
-split), so that their numba compilation, shared across Loaders by `data.compile_cache`
-(and from a campaign's second run loaded from its folder), is done before the real
-Loaders are built on the data after run_start, and so that the host buffers those
-Loaders allocate are already in torch's cache.
+split), so that their numba compilation, shared across Loaders by `loaders.compile_cache`
+(and from a campaign's second run loaded from its folder),
+is done before the real Loaders are built on the data after run_start, and so that the
+host buffers those Loaders allocate are already in torch's cache.
 """
 from __future__ import annotations
 
@@ -34,7 +34,8 @@ from typing import cast
 import numpy as np
 import torch
 
-from .data import compile_cache, ffcv_loaders
+from .loaders.protocol import Loader, one_epoch
+from .loaders import compile_cache
 from .methods.sam import SAM
 from .out_of_memory import At
 from .run_plan import RunPlan
@@ -152,7 +153,7 @@ def evaluation_forward(step: RecipeStep, eval_batches: list[int], images_of,
     return time.perf_counter() - start
 
 
-def warm_up_loaders(train_loader, val_loader, log=print) -> float:
+def warm_up_loaders(train_loader: Loader, val_loader: Loader, log=print) -> float:
     """One pass over each loader (built with the run's pipelines on the synthetic files);
     returns the seconds it took, almost all of it numba compiling the pipelines (or loading
     them: its line says how many compilations and loads).
@@ -168,10 +169,10 @@ def warm_up_loaders(train_loader, val_loader, log=print) -> float:
     keep the first epoch of a pipeline alive in reference cycles."""
     start, (folder, loaded) = time.perf_counter(), compile_cache.on_disk()
     with compile_cache.compilations() as compiled:
-        training = ffcv_loaders.one_epoch(train_loader)
+        training = one_epoch(train_loader)
         try:
             next(training)
-            _exhaust(ffcv_loaders.one_epoch(val_loader))     # one_epoch: its thread has ended after it
+            _exhaust(one_epoch(val_loader))     # one_epoch: its thread has ended after it
             _exhaust(training)
         finally:
             training.close()

@@ -73,7 +73,7 @@ def test_every_word_choice_of_a_setting_or_an_option_is_a_literal_type():
     the bench profile read them from it (the rulesets are mlperf-logging's, asked when needed)."""
     import typing
 
-    from submission import bench_profile, cli, settings
+    from submission import bench_profile, cli, loader_kinds, settings
     classes = [settings.Settings, *(verb.options for verb in cli.VERBS.values())]
     for cls in classes:
         hints = typing.get_type_hints(cls)
@@ -82,7 +82,7 @@ def test_every_word_choice_of_a_setting_or_an_option_is_a_literal_type():
             if isinstance(words, tuple) and not declared.many:
                 assert typing.get_origin(hints[name]) is Literal, f"{cls.__name__}.{name}"
                 assert typing.get_args(hints[name]) == words
-    assert bench_profile.LOADER_KINDS == typing.get_args(settings.TrainLoader) == settings.admits("train_loader")
+    assert bench_profile.LOADER_KINDS == typing.get_args(loader_kinds.TrainLoader) == settings.admits("train_loader")
     assert settings.admits("tracker") == typing.get_args(settings.Tracker)
 
 

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from submission.config import resolve
-from submission.data.ffcv_loaders import Normalizer
+from submission.step import Normalizer
 from submission.methods.ema import EMA
 from submission.methods.loss import LOSSES
 from submission.run_plan import RunPlan
@@ -142,7 +142,7 @@ from numba.core import event
 from submission import distributed
 from submission.config import Config
 from submission.data.data_json import PreparedData
-from submission.data.run_loaders import run_loaders
+from submission.loaders.run_loaders import run_loaders
 from submission.warmup import warm_up_loaders
 
 config = Config.from_dict(json.loads(open(sys.argv[1]).read()))
@@ -159,7 +159,7 @@ with event.install_recorder("numba:compile") as compiles:
 found = {"compiles": len(compiles.buffer), "labels": labels, "val": images}
 if sys.argv[3] == "warm":
     with event.install_recorder("numba:compile") as other_compiles:   # another crop size: not reused
-        from submission.data.ffcv_loaders import val_loader
+        from submission.loaders.ffcv_loaders import val_loader
         smaller = val_loader(data.val_path, 16, 16, 8, 1, ctx.device, 0, 1, 8)
         found["other_side"] = next(iter(smaller))[0].shape[-1]
     found["other_compiles"] = len(other_compiles.buffer)
@@ -208,13 +208,13 @@ import hashlib, json, sys
 from pathlib import Path
 from numba.core import event
 with event.install_recorder("numba:compile") as compiles:
-    from submission.data import compile_cache
+    from submission.loaders import compile_cache
     compile_cache.install(Path(sys.argv[3]))        # before FFCV's import, as train.set_up does
     import torch
     from submission import distributed
     from submission.config import Config
     from submission.data.data_json import PreparedData
-    from submission.data.run_loaders import run_loaders
+    from submission.loaders.run_loaders import run_loaders
     from submission.warmup import warm_up_loaders
     config = Config.from_dict(json.loads(open(sys.argv[1]).read()))
     data = PreparedData.load(sys.argv[2])
@@ -287,9 +287,9 @@ import torch
 import ffcv.pipeline.graph
 from submission import distributed
 from submission.config import Config
-from submission.data.ffcv_loaders import one_epoch
+from submission.loaders.protocol import one_epoch
 from submission.data.data_json import PreparedData
-from submission.data.run_loaders import run_loaders
+from submission.loaders.run_loaders import run_loaders
 from submission.warmup import warm_up_loaders
 
 gc.disable()      # what the warm-up frees must not depend on when a collection happens to run
@@ -376,7 +376,7 @@ from pathlib import Path
 import torch
 from torch import nn
 from submission.config import resolve
-from submission.data.ffcv_loaders import Normalizer
+from submission.step import Normalizer
 from submission.methods.loss import LOSSES
 from submission.methods.sgdw import DecoupledSGDW
 from submission.run_plan import RunPlan

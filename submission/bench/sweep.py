@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from ..data import device_loader, ffcv_loaders
+from ..loaders import device_loader, ffcv_loaders
 from ..data.prepare import prepare
 from .timing import loader_alone
 

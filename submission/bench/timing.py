@@ -8,7 +8,8 @@ import torch
 
 from .. import inventory
 from ..config import ConfigError
-from ..data import ffcv_loaders, ffcv_threads
+from ..loaders import ffcv_threads
+from ..loaders.protocol import Loader, one_epoch
 
 
 def sync(device: torch.device) -> None:
@@ -53,18 +54,7 @@ def in_turns(steps_of: dict, images_per_call: int, calls: int, rounds: int, devi
     return best
 
 
-def finish(epoch) -> None:
-    """Stop an epoch iterator left before its end: FFCV's thread (ffcv_loaders.finish); a
-    torchvision DataLoader's workers (its iterator's shutdown, or a generator's close)."""
-    if hasattr(epoch, "is_alive"):
-        ffcv_loaders.finish(epoch)
-    elif hasattr(epoch, "_shutdown_workers"):
-        epoch._shutdown_workers()
-    elif hasattr(epoch, "close"):
-        epoch.close()
-
-
-def loader_alone(loader, batches: int, device: torch.device, restarts: int = 3) -> tuple[float, float | None]:
+def loader_alone(loader: Loader, batches: int, device: torch.device, restarts: int = 3) -> tuple[float, float | None]:
     """The train loader alone (FFCV's, torchvision's, the device loader's): its steady img/s
     inside an epoch, and the seconds an epoch's start adds over a steady batch (FFCV starts
     its threads and fills its pipeline again; a run pays it once an epoch). Each epoch's
@@ -78,8 +68,8 @@ def loader_alone(loader, batches: int, device: torch.device, restarts: int = 3) 
     steady_s, steady_batches, images = 0.0, 0, 0
     starts: list[float] = []
     while steady_batches < batches or len(starts) <= restarts:
-        last = time.perf_counter()         # iter() starts the epoch: its work is the start's
-        epoch = iter(loader)
+        last = time.perf_counter()         # the epoch starts here: its work is the start's
+        epoch = one_epoch(loader)
         try:
             for position, (batch, _) in enumerate(epoch):
                 now = time.perf_counter()
@@ -91,7 +81,7 @@ def loader_alone(loader, batches: int, device: torch.device, restarts: int = 3) 
                 if steady_batches >= batches:
                     break
         finally:
-            finish(epoch)
+            epoch.close()
             sync(device)
     rate, later_starts = images / steady_s, starts[1:]
     if not later_starts:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from .. import inventory
 from ..config import Config, ConfigError
 from ..bench_profile import BenchProfile, FedStep, Loader, ProfileError
+from ..loader_kinds import kind_of
 from ..run_plan import RunPlan
 from .hints import BENCH_HINT, loader_remedy
 
@@ -50,7 +51,7 @@ class LoaderModel:
     def scales_with_threads(self) -> bool:
         """A CPU loader's rate grows with its threads; the device loader's is the device's (its
         threads only gather bytes), taken per process as measured."""
-        return self.kind != "device"
+        return not kind_of(self.kind).on_device
 
     @property
     def per_process(self) -> float:

@@ -7,6 +7,7 @@ import math
 from .. import inventory, published
 from ..config import Config
 from ..bench_profile import RATE_SETTINGS, BenchProfile
+from ..loader_kinds import kind_of
 from ..run_plan import RunPlan
 from .rates import Rates, sam_passes
 from .result import TRAINING, Part, Projection
@@ -175,7 +176,7 @@ def loader_summary(config: Config, rates: Rates, parts: list[Part],
     """Where the loader limits the run: for a torchvision loader, or figures from
     loader_profile=; else none."""
     loader = rates.loader
-    if loader.kind != "torchvision" and loader_profile is None:
+    if not kind_of(loader.kind).pil_workers and loader_profile is None:
         return []
     train_parts = [part for part in parts if part.kind == TRAINING]
     limited = [part for part in train_parts if part.limited_by == "loader"]

@@ -13,6 +13,7 @@ import datetime
 from pathlib import Path
 
 from .. import bench_profile, comparison, score
+from ..loader_kinds import kind_of
 from ..options import ReportOptions
 from ..results import Summary, read_campaign
 from ..run_folder import CampaignFolder
@@ -58,7 +59,7 @@ def _bench_section(system_dir: Path) -> list[str]:
         lines += [f"| training step at {side} px (synthetic batches) | {step.img_per_s:,.1f} |"
                   for side, step in sorted(profile.train_step.items())]
         lines.append(f"| evaluation at {settings.get('eval_resolution')} px | {profile.eval_img_per_s:,.1f} |")
-        lines += [f"| {bench_profile.LOADER_NAMES[loader.kind]} train loader alone, {loader.threads} threads | "
+        lines += [f"| {kind_of(loader.kind).name} train loader alone, {loader.threads} threads | "
                   f"{loader.img_per_s:,.1f} |", ""]
     return lines
 

@@ -17,6 +17,7 @@ from ..system_descriptor import available_systems, load_descriptor
 from ..errors import ConfigError
 from ..options import TradeoffOptions
 from ..bench_profile import BenchProfile, read
+from ..loader_kinds import kind_of
 from ..projection import BENCH_HINT, loader_remedy, project
 from .analysis import CurvePoint, Point, curve_points
 from .grid import Grid
@@ -94,7 +95,7 @@ def project_points(grid: Grid, points: list[Point],
 
 def _projected(config: Config, curve: CurvePoint, profile: BenchProfile, loader: BenchProfile | None,
                dp: float | None) -> CurvePoint:
-    if config.train_loader == "torchvision" and loader is None:
+    if kind_of(config.train_loader).pil_workers and loader is None:
         raise ConfigError(f"{curve.configuration} loads with torchvision (CPU-bound): projecting it needs "
                           f"loader figures: {loader_remedy(config)}")
     projection = project(config, profile, loader, dp, infer_sides=True)

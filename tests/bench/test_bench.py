@@ -161,8 +161,8 @@ def test_bench_refuses_a_round_count_that_is_no_whole_number():
 
 
 class _Epoch:
-    """An epoch of a loader whose start takes `start_s` and each batch `batch_s` (the
-    iterator protocol loaders.finish stops: close, is_alive)."""
+    """An epoch of a loader whose start takes `start_s` and each batch `batch_s` (the loaders'
+    protocol's Epoch: an iterator with close)."""
 
     def __init__(self, batches: int, start_s: float, batch_s: float):
         self.left, self.start_s, self.batch_s, self.first = batches, start_s, batch_s, True
@@ -182,9 +182,6 @@ class _Epoch:
 
     def close(self):
         self.left = 0
-
-    def is_alive(self):
-        return False
 
 
 class _Loader:

@@ -2,6 +2,7 @@
 from dataclasses import dataclass
 from typing import Literal
 
+from ...loader_kinds import augmenting_words, kind_of
 from ...setting_declaration import AT_LEAST_0, RECIPE, Range, declare
 from ..method import Method
 
@@ -20,9 +21,9 @@ class RandAugmentSettings:
 def _problem(c) -> str | None:
     # it works on each image: in the torchvision loader's worker processes (PIL), or on the
     # device loader's batches (randaugment_batch.py); FFCV's compiled pipeline runs neither
-    if c.train_loader in ("torchvision", "device"):
+    if kind_of(c.train_loader).augments_each_image:
         return None
-    return (f"randaugment_depth={c.randaugment_depth} needs train_loader=torchvision or device: "
+    return (f"randaugment_depth={c.randaugment_depth} needs train_loader={augmenting_words()}: "
             "RandAugment works on each image, in the loader's worker processes or on the device, "
             "which FFCV's compiled pipeline cannot do")
 

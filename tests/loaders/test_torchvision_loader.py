@@ -23,7 +23,7 @@ from submission.data import sources
 from submission.data.beton_samples import JPEG
 from submission.data.prepare import prepare
 from submission.data.sharding import steps_per_epoch
-from submission.data.torchvision_loader import BetonImages, TrainLoader, image_transform, train_loader
+from submission.loaders.torchvision_loader import BetonImages, TrainLoader, image_transform, train_loader
 
 CPU = torch.device("cpu")
 TRAIN_COUNTS, VAL_COUNT = (8, 8, 7), 2
@@ -207,7 +207,7 @@ WORKER_PROBE = '''
 import gc, json, multiprocessing, sys
 import torch
 from torch.utils.data import Dataset
-from submission.data.torchvision_loader import TrainLoader
+from submission.loaders.torchvision_loader import TrainLoader
 
 
 class Images(Dataset):

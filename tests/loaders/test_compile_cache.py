@@ -1,4 +1,4 @@
-"""submission/data/compile_cache.py on disk: numba's compiled code kept in a folder for the
+"""submission/loaders/compile_cache.py on disk: numba's compiled code kept in a folder for the
 next process (a campaign's next run), what loads from it, what never does, and what a
 damaged or unwritable folder does. Small closures stand in for FFCV's pipeline functions
 (made per call, values frozen in their closure), in this process: a new dispatcher of the
@@ -14,8 +14,8 @@ from numba import njit
 from numba.core import codegen, config, event
 from PIL import Image
 
-from submission.data import compile_cache
-from submission.data.compile_cache import keep_on_disk
+from submission.loaders import compile_cache
+from submission.loaders.compile_cache import keep_on_disk
 
 ONE = 1.0
 

@@ -42,8 +42,10 @@ from typing import Callable
 import numpy as np
 import torch
 
+from ..data.beton_samples import JPEG, BetonSamples
+from ..loader_kinds import DEVICE
 from . import area_resize
-from .beton_samples import JPEG, BetonSamples
+from .protocol import LoaderFigures
 
 AHEAD = 2        # batches made ahead of the one the step takes
 CHUNK = 64       # images resized together: bounds their rows' float32 sums (64 x 176 x 500 x 3)
@@ -56,25 +58,10 @@ class UndecodableSample(RuntimeError):
 @dataclass(frozen=True)
 class BatchAugment:
     """The configuration's per-image augmentation on a batch: its draws for `count` images from
-    a generator, on the host, and their application to a uint8 batch, on the device."""
+    a generator, on the host, and their application to a uint8 batch, on the device (built
+    from the configuration's settings: run_loaders.batch_augmentation_of)."""
     draw: Callable[[int, np.random.Generator], list]
     apply: Callable[[torch.Tensor, list], torch.Tensor]
-
-    @classmethod
-    def of(cls, augment) -> "BatchAugment | None":
-        """The batched form of `augment` (run_loaders.augmentation_of: a RandAugment or a
-        TrivialAugment, the PIL transforms that name the settings), or None."""
-        from ..methods import randaugment_batch, trivialaugment_batch
-        from ..methods.trivialaugment import TrivialAugment
-        if augment is None or getattr(augment, "depth", 1) == 0:
-            return None
-        if isinstance(augment, TrivialAugment):
-            space = augment.space
-            return cls(lambda count, random: trivialaugment_batch.draw(count, space, random),
-                       lambda images, steps: trivialaugment_batch.apply(images, steps, space))
-        severity, depth, chosen = augment.severity, augment.depth, augment.augmentation_set
-        return cls(lambda count, random: randaugment_batch.draw(count, severity, depth, chosen, random),
-                   lambda images, steps: randaugment_batch.apply(images, steps, chosen))
 
 
 @functools.cache
@@ -135,17 +122,19 @@ class HostBatch:
 
 
 class DeviceLoader:
-    """Batches of one epoch per iteration (each iteration starts the next epoch)."""
+    """Batches of one epoch per iteration (each iteration starts the next epoch). The loaders'
+    protocol (loaders/protocol.py)."""
+    kind = DEVICE
 
     def __init__(self, path: str | Path, *, side: int, batch_size: int, device: torch.device,
                  threads: int, train: bool, seed: int = 0, rank: int = 0, world_size: int = 1,
-                 crop_scale_min: float = 0.08, center_ratio: float = 1.0, augment=None,
+                 crop_scale_min: float = 0.08, center_ratio: float = 1.0, augment: BatchAugment | None = None,
                  ahead: int = AHEAD):
         self.samples = BetonSamples(path, "device")
         self.side, self.batch_size, self.device, self.threads = side, batch_size, device, threads
         self.train, self.seed, self.rank, self.world_size = train, seed, rank, world_size
         self.crop_scale_min, self.center_ratio = crop_scale_min, center_ratio
-        self.augment = BatchAugment.of(augment)
+        self.augment = augment
         self.batches_ahead, self.epoch = ahead, 0
         self._pool: ThreadPoolExecutor | None = None
 
@@ -280,6 +269,9 @@ class DeviceLoader:
                 f"px, {samples.sizes[index]} bytes) {what}: the file is damaged; delete it (or give "
                 "another cache_dir=) so that prepare writes it again from the images, then run again")
 
+    def figures(self) -> LoaderFigures:
+        return LoaderFigures(threads=self.threads, batches_ahead=self.batches_ahead)
+
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=False)
@@ -360,9 +352,10 @@ class _Ahead:
 
 def train_loader(path: str, resolution: int, batch_size: int, workers: int, seed: int,
                  device: torch.device, rank: int, world_size: int, crop_scale_min: float = 0.08,
-                 augment=None) -> DeviceLoader:
-    """The training loader of a .beton: FFCV's train loader's batches, with `augment` (a
-    RandAugment or TrivialAugment: run_loaders.augmentation_of) on each image of the batch."""
+                 augment: BatchAugment | None = None) -> DeviceLoader:
+    """The training loader of a .beton: FFCV's train loader's batches, with `augment` (the
+    configuration's RandAugment or TrivialAugment: run_loaders.batch_augmentation_of) on each
+    image of the batch."""
     return DeviceLoader(path, side=resolution, batch_size=batch_size, device=device, threads=workers,
                         train=True, seed=seed, rank=rank, world_size=world_size,
                         crop_scale_min=crop_scale_min, augment=augment)
