@@ -287,6 +287,7 @@ def closing_line(q: Qualification, path: Path) -> str:
     if q.interrupted:
         said.append("The same command again redoes every part (the data are reused).")
     elif short:
-        needed = q.elapsed_minutes * 60 + sum(p.estimate_s for p in short) + RECORD_RESERVE_S
-        said.append(f"minutes={math.ceil(needed / 60)} would measure {', '.join(p.name for p in short)} too.")
+        # a part stopped at the budget's end took more than its seconds so far
+        needed = q.elapsed_minutes * 60 + sum(max(p.estimate_s, p.seconds or 0) for p in short) + RECORD_RESERVE_S
+        said.append(f"Give minutes={math.ceil(needed / 60)} to measure {', '.join(p.name for p in short)}.")
     return " ".join(said + [f"The record: {path}"])

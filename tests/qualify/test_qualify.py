@@ -134,7 +134,7 @@ def test_nothing_measured_exits_1_and_the_last_line_says_what_was_not(tmp_path, 
                      f"cache_dir={tmp_path / 'cache'}"]) == 1
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert ("done in " in last and "nothing measured; left out for the budget: bench mild, campaign of 2 runs "
-            "(mild). minutes=") in last and last.endswith(f"The record: {out / record.MARKDOWN}"), last
+            "(mild). Give minutes=") in last and last.endswith(f"The record: {out / record.MARKDOWN}"), last
     assert [part.status for part in record.read(out).parts] == [record.LEFT_OUT] * 2
 
 

@@ -48,7 +48,10 @@ def test_the_last_line_says_what_to_do_next():
                            "budget: bench medium. The recipe learned here (last top-1 0.800, chance 0.250).")
     assert f"bench hot failed: {PATH.parent / record.LOG} says why." in line
     # 4.2 min done, 105 s estimated, 10 s for the record: 6.12 min
-    assert "minutes=7 would measure bench medium too." in line and line.endswith(f"The record: {PATH}")
+    assert "Give minutes=7 to measure bench medium." in line and line.endswith(f"The record: {PATH}")
+    # a part stopped at the budget's end needs more than the seconds it had: 252 + 400 + 10 s
+    stopped = record.PartOutcome("bench hot", "", record.STOPPED, 80, 400)
+    assert "Give minutes=12 to measure bench hot." in record.closing_line(_qualification([done, stopped]), PATH)
 
     not_learned = _qualification([done], _campaign(_run("result_0", 0.25, 0.25)))
     assert "The recipe did NOT learn here: qualify.md's verdict says what to check." in \
