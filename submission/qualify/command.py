@@ -285,7 +285,8 @@ class Qualify:
         def kept(half_life: float, every: int) -> float:    # of the initial weights, after `steps`
             return smoothing_per_update(half_life, every) ** (steps // every)
         return (f"The EMA the evaluations score is scaled to the campaign's length, as submission/embedded.yaml "
-                f"scales it: half-life {half_life:g} batches, an update every {every}; after a run's {steps} "
+                f"scales it: half-life {half_life:g} batches, an update every "
+                f"{'batch' if every == 1 else f'{every} batches'}; after a run's {steps} "
                 f"steps it holds {kept(half_life, every):.1%} of the initial weights (the recipe's half-life "
                 f"{own.ema_half_life_batches:g}, every {own.ema_update_every_batches}, made for its full run, "
                 f"would hold {kept(own.ema_half_life_batches, own.ema_update_every_batches):.0%}).")

@@ -219,27 +219,29 @@ def markdown(q: Qualification) -> str:
         lines += [f"    {r.project_command}" for r in q.recipes]
     else:
         lines.append("No recipe's bench finished (the parts above say why).")
-    lines += ["", "## Compiled (torch.compile, static shapes), against the eager step beside it", ""]
-    if q.compiled:
-        lines += ["| recipe | CUDA graphs | side | compiled img/s | eager img/s | ratio | first call (s) |",
-                  "|---|---|---|---|---|---|---|"]
-        for c in q.compiled:
-            for side, f in c.sides.items():
-                lines.append(f"| {c.recipe} | {'yes' if c.cuda_graphs else 'no'} | {side} px | "
-                             f"{f['img_per_s']:,.1f} | {f['eager_img_per_s']:,.1f} | "
-                             f"{f['img_per_s'] / f['eager_img_per_s']:.2f}x | {f['first_step_s']:.1f} |")
-        lines += ["", "Seconds a compiled step loses at a side change (its first steps at the new side "
-                      "against that side's steady rate):", ""]
-        lines += [f"- {c.recipe}{' + CUDA graphs' if c.cuda_graphs else ''}: "
-                  + ", ".join(f"{change} px {lost:.2f} s" for change, lost in c.side_changes.items())
-                  for c in q.compiled if c.side_changes]
-        lines += ["", "Each compiled profile projects a compiled run (its sides in between inferred along "
-                      "the eager profile beside it):", ""]
-        lines += [f"    {c.project_command}" for c in q.compiled if c.project_command]
-    else:
-        lines.append(NOT_COMPILED.get(q.device_type, "No compiled bench finished (the parts above say why)")
-                     + ".")
-    return "\n".join(lines + _campaign_lines(q.campaign)) + "\n"
+    return "\n".join(lines + _compiled_lines(q) + _campaign_lines(q.campaign)) + "\n"
+
+
+def _compiled_lines(q: Qualification) -> list[str]:
+    """The compiled benches' section of qualify.md."""
+    lines = ["", "## Compiled (torch.compile, static shapes), against the eager step beside it", ""]
+    if not q.compiled:
+        return lines + [NOT_COMPILED.get(q.device_type, "No compiled bench finished (the parts above say why)") + "."]
+    lines += ["| recipe | CUDA graphs | side | compiled img/s | eager img/s | ratio | first call (s) |",
+              "|---|---|---|---|---|---|---|"]
+    for c in q.compiled:
+        for side, f in c.sides.items():
+            lines.append(f"| {c.recipe} | {'yes' if c.cuda_graphs else 'no'} | {side} px | "
+                         f"{f['img_per_s']:,.1f} | {f['eager_img_per_s']:,.1f} | "
+                         f"{f['img_per_s'] / f['eager_img_per_s']:.2f}x | {f['first_step_s']:.1f} |")
+    lines += ["", "Seconds a compiled step loses at a side change (its first steps at the new side "
+                  "against that side's steady rate):", ""]
+    lines += [f"- {c.recipe}{' + CUDA graphs' if c.cuda_graphs else ''}: "
+              + ", ".join(f"{change} px {lost:.2f} s" for change, lost in c.side_changes.items())
+              for c in q.compiled if c.side_changes]
+    lines += ["", "Each compiled profile projects a compiled run (its sides in between inferred along "
+                  "the eager profile beside it):", ""]
+    return lines + [f"    {c.project_command}" for c in q.compiled if c.project_command]
 
 
 def _campaign_lines(c: CampaignFigures | None) -> list[str]:
@@ -247,7 +249,8 @@ def _campaign_lines(c: CampaignFigures | None) -> list[str]:
     lines = ["", "## The short campaign", ""]
     if c is None:
         return lines + ["The campaign did not run (the parts above say why)."]
-    lines += [f"**Verdict: {c.verdict}.**", "", f"Results: `{c.folder}`; its report: `{REPORT}`."]
+    lines += [f"**Verdict: {c.verdict}.**", ""] if c.verdict else []      # none in a record before 2026-11-28
+    lines += [f"Results: `{c.folder}`; its report: `{REPORT}`."]
     if c.ema:
         lines += ["", c.ema]
     lines += ["", "| run | status | minutes | top-1 first / last eval (chance "
