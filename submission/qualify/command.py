@@ -156,7 +156,7 @@ class Qualify:
         rc, stopped = run_until(argv, log, deadline=began + left - planned.RECORD_RESERVE_S - STOP_GRACE_S)
         seconds = time.monotonic() - began
         outcome = self.judge(part, command, estimate, seconds, rc, stopped)
-        if outcome.status == record.DONE:
+        if outcome.status in (record.DONE, record.STOPPED):     # a stopped part's: what it needs at least
             self.estimates.learn(part, seconds)
         self.say(f"{part.name}: {outcome.status} in {seconds:.0f} s" + (f" ({outcome.note})" if outcome.note else ""))
         return outcome

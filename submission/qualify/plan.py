@@ -126,7 +126,8 @@ class Estimates:
         return bench
 
     def learn(self, part: Part, seconds: float) -> None:
-        """Take a finished part's seconds into the estimates of the parts after it."""
+        """Take a finished part's seconds (a stopped one's: a lower bound) into the estimates of the
+        parts after it."""
         self.measured[part.key] = seconds
         if part.verb == "bench" and not part.compiled and self.first_bench_s is None:
             self.first_bench_s = seconds / BENCH_FACTOR.get(part.recipe, 1.0)
