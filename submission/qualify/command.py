@@ -2,7 +2,8 @@
 [key=value ...]`: the data checked once, then the parts of plan.py one after another inside the
 budget, each as its own process, and the folder of record.py written from what they measured.
 Exit status: 0 when every part ran or was left out for the budget, 1 when a part failed or none
-was measured, 2 for refused settings or data (nothing written), 130 when interrupted."""
+was measured, 2 for refused settings or data (nothing written), 130 (Ctrl-C) or 143 (SIGTERM) when
+interrupted, the record of what was measured written."""
 from __future__ import annotations
 
 import datetime
@@ -24,7 +25,7 @@ from ..data.prepare import cache_folder
 from ..data.synthetic_images import write_folder
 from ..bench_profile import read as read_profile
 from ..report import steadiness
-from ..results import results_root
+from ..results import read_campaign, results_root
 from ..run_folder import CampaignFolder
 from ..progress import evaluations, read_progress, windows
 from ..methods.declarations.ema import smoothing_per_update
@@ -274,12 +275,14 @@ class Qualify:
         learned, verdict = record.verdict(runs, classes)
         return record.CampaignFigures(str(folder), runs, summary.campaign_kwh, summary.energy_note,
                                       "; ".join(dict.fromkeys(checks)), classes,
-                                      self.ema_words(max((r.steps for r in runs), default=0)), learned, verdict)
+                                      self.ema_words(folder, max((r.steps for r in runs), default=0)), learned,
+                                      verdict)
 
-    def ema_words(self, steps: int) -> str:
-        """How the campaign scales the EMA its evaluations score, against the recipe's own."""
-        scaled = self.scale.campaign
-        half_life, every = float(scaled["ema_half_life_batches"]), int(scaled["ema_update_every_batches"])
+    def ema_words(self, folder: Path, steps: int) -> str:
+        """How the campaign in `folder` scaled the EMA its evaluations score, against the recipe's own."""
+        ran = read_campaign(folder)
+        settings = ran.settings if ran is not None else self.scale.campaign
+        half_life, every = float(settings["ema_half_life_batches"]), int(settings["ema_update_every_batches"])
         own = resolve_here(None, {**self.common, "recipe": self.recipes[0]})
 
         def kept(half_life: float, every: int) -> float:    # of the initial weights, after `steps`
