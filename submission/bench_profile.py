@@ -177,6 +177,26 @@ class BenchProfile:
     def sam_interval(self) -> int:
         return self.settings["sam_interval"]
 
+    @property
+    def compiled_img_per_s(self) -> dict[int, float]:
+        """The compiled step's rate at each side a `bench compile=true` compiled it ({}: the
+        profile of an eager bench)."""
+        return {int(side): row["img_per_s"] for side, row in (self.compiled or {}).items() if side.isdigit()}
+
+    @property
+    def of_the_compiled_step(self) -> bool:
+        """Whether the profile measures the compiled step: a compiled bench that timed the eager
+        step only beside the compiled rows (quick=true, as qualify runs it), so that it cannot
+        project an eager run."""
+        compiled = self.compiled_img_per_s
+        return bool(compiled) and self.train_step.keys() <= compiled.keys()
+
+
+def file_name(key: str) -> str:
+    """A profile's file in a folder of profiles (qualify's record): profile_<recipe>.json for a
+    recipe's eager bench, profile_<recipe>-compiled[-graphs].json for its compiled ones."""
+    return f"profile_{key}.json"
+
 
 def recorded_settings(config: Config) -> dict[str, Any]:
     return {name: config.system_id if name == "system" else getattr(config, name)
@@ -342,3 +362,19 @@ def read(path: Path | str, option: str = "profile", remedy: str = "") -> BenchPr
     except (OSError, UnicodeDecodeError) as exc:     # a folder, no permission, a binary file
         raise fail(f"cannot be read as a JSON text file ({type(exc).__name__}: {exc})") from None
     return parse(data, str(path), option, remedy)
+
+
+def eager_beside(profile: BenchProfile) -> BenchProfile | None:
+    """The eager profile of the same recipe and device in the folder of a compiled one, as
+    qualify's record holds them (file_name); None for an eager profile, or where there is none."""
+    recipe = profile.settings.get("recipe")
+    if not profile.compiled_img_per_s or not profile.file or not recipe:
+        return None
+    path = Path(profile.file).parent / file_name(recipe)
+    if not path.is_file():
+        return None
+    beside = read(path)
+    same = (not beside.compiled_img_per_s and beside.settings.get("recipe") == recipe
+            and beside.measured.device_name == profile.measured.device_name
+            and beside.settings.get("batch_per_device") == profile.settings.get("batch_per_device"))
+    return beside if same else None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..config import parse_overrides
 from ..preflight import resolve_here
 from ..options import ProjectOptions
-from ..bench_profile import ProfileError, read
+from ..bench_profile import ProfileError, eager_beside, read
 from ..run_plan import RunPlan
 from .estimate import project
 from .hints import BENCH_HINT, loader_remedy
@@ -27,5 +27,6 @@ def main(options: ProjectOptions, words: list[str]) -> int:
     profile = read(profile_path, "profile", bench_hint)
     loader_profile = (read(loader_path, "loader_profile", loader_remedy(config))
                       if loader_path else None)
-    print(format_projection(project(config, profile, loader_profile, dp_efficiency)))
+    print(format_projection(project(config, profile, loader_profile, dp_efficiency,
+                                    eager_beside=eager_beside(profile))))
     return 0
