@@ -158,7 +158,10 @@ def test_batches_are_the_loops_and_repeat_from_the_seed(prepared):
     def epochs(seed, rank=0, count=1):
         loader = train_loader(path, 16, 4, 2, seed, CPU, rank, 1 if rank == 0 else 2,
                               crop_scale_min=0.25, augment=painted)
-        return [list(loader) for _ in range(count)]
+        try:
+            return [list(loader) for _ in range(count)]
+        finally:
+            loader.close()                              # its persistent workers stop here
 
     first, second = epochs(5, count=2)
     assert len(first) == len(second) == steps_per_epoch(23, 4, 1) == 5

@@ -18,7 +18,7 @@ import pytest
 
 from conftest import LOADERS_INTERPRETED
 from submission.cli import main as cli_main
-from submission.options import parse
+from submission.options import QualifyOptions
 from submission.qualify import plan, record
 from submission.qualify.command import Qualify
 
@@ -29,7 +29,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 def cache(tmp_path_factory) -> Path:
     """qualify's CPU data, written and converted once, as qualify does, for the module's tests."""
     folder = tmp_path_factory.mktemp("qualify-cache")
-    q = Qualify(parse("qualify", [])[0], {"cache_dir": str(folder)})
+    q = Qualify(QualifyOptions(), {"cache_dir": str(folder)})
     q.make_data()
     q.check_data()
     return folder
@@ -106,7 +106,7 @@ def test_ctrl_c_in_the_campaign_stops_it_and_the_last_line_says_so(cache, tmp_pa
     run, the record is written, and the last line says qualify was interrupted: exit status 130."""
     campaign, bench = _only(monkeypatch, "campaign", "hot")
     out = tmp_path / "out"
-    progress = cache / "qualify" / Qualify(parse("qualify", [])[0], {"cache_dir": str(cache)}).system_name \
+    progress = cache / "qualify" / Qualify(QualifyOptions(), {"cache_dir": str(cache)}).system_name \
         / "campaign"
     shutil.rmtree(progress, ignore_errors=True)          # another test's campaign
     _signal_once(lambda: any('"window"' in p.read_text() for p in progress.glob("*/progress/run_0.jsonl")),
