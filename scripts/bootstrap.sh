@@ -100,7 +100,7 @@ simd_works() {     # torchvision and the harness import it, and a crop resizes w
     "$VENV/bin/python" -c '
 import torchvision.transforms as T
 from PIL import Image
-from submission.data import torchvision_loader
+from submission.loaders import torchvision_loader
 from submission.data.pillow_build import pillow_build
 assert pillow_build().startswith("Pillow-SIMD"), pillow_build()
 image = T.RandomResizedCrop(32)(Image.new("RGB", (96, 64), (200, 100, 50)))

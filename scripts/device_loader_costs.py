@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from submission.data import device_loader
+from submission.loaders import device_loader
 
 DECODE = "device_loader.decode"
 

@@ -22,11 +22,13 @@ import json
 import os
 import select
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, TypeVar
 
 from .config import REPO_ROOT, ConfigError, parse_overrides, resolve
-from .options import help_text, parse
+from .options import (BenchOptions, CheckOptions, DescribeOptions, NoOptions, PackageOptions, ProjectOptions,
+                      QualifyOptions, ReportOptions, RunOptions, ScoreOptions, TradeoffOptions, help_text, parse)
 from .results import CampaignError
 from .run_folder import CampaignFolder, ResultsRoot
 
@@ -41,11 +43,10 @@ def _resolve(words: list[str]):
     return resolve_here(None, parse_overrides(words))
 
 
-def cmd_run(words: list[str]) -> int:
+def cmd_run(options: RunOptions, words: list[str]) -> int:
     from . import campaign, runs
-    options, words = parse("run", words)
     config = _resolve(words)
-    if options["dry_run"]:
+    if options.dry_run:
         campaign.require_target(config)
         plan = runs.plan_launch(config)        # may lower workers_per_device
         try:
@@ -56,7 +57,7 @@ def cmd_run(words: list[str]) -> int:
     return campaign.run_campaign(config)
 
 
-def cmd_prepare(words: list[str]) -> int:
+def cmd_prepare(_: NoOptions, words: list[str]) -> int:
     from .data.prepare import prepare
     data = prepare(_resolve(words))
     print(json.dumps(data.__dict__, indent=1))
@@ -74,18 +75,17 @@ def _one_folder(verb: str, words: list[str], what: str) -> Path:
     return folder
 
 
-def cmd_score(words: list[str]) -> int:
+def cmd_score(options: ScoreOptions, words: list[str]) -> int:
     from . import score
-    options, words = parse("score", words)
     folder = _one_folder("score", words, "results folder (results/<system_name>)")
     score.require_result_files(folder)
-    summary = score.summarize(folder, options["price_usd_per_hour"], options["ruleset"])
+    summary = score.summarize(folder, options.price_usd_per_hour, options.ruleset)
     score.write_summary(folder, summary)
     print(CampaignFolder(folder).summary_text.read_text())
     return 0 if summary.valid else 1
 
 
-def cmd_compare(words: list[str]) -> int:
+def cmd_compare(_: NoOptions, words: list[str]) -> int:
     from . import comparison
     if len(words) > 1:
         raise ConfigError(f"compare takes one results folder (default results/), not {' '.join(words)}")
@@ -99,16 +99,15 @@ def cmd_compare(words: list[str]) -> int:
     return 0
 
 
-def cmd_package(words: list[str]) -> int:
+def cmd_package(options: PackageOptions, names: list[str]) -> int:
     from . import package
-    options, names = parse("package", words)
     if not names or any("=" in name for name in names):
         raise ConfigError("package takes the results/<system_name> folders to include by name "
                           "(python -m submission package NAME ... [org=ORG] [results=DIR] [out=DIR])"
                           + (f", not {' '.join(names)}" if names else ""))
-    org = options["org"] or resolve().org
-    results = Path(options["results"]) if options["results"] else REPO_ROOT / "results"
-    out = Path(options["out"]) if options["out"] else ResultsRoot(results).packages
+    org = options.org or resolve().org
+    results = Path(options.results) if options.results else REPO_ROOT / "results"
+    out = Path(options.out) if options.out else ResultsRoot(results).packages
     built = package.build_package(results, names, org, out, REPO_ROOT)
     if not built.passed:
         print("package: " + package.failure_text(built, out / org))
@@ -120,84 +119,97 @@ def cmd_package(words: list[str]) -> int:
 CHECK_LINE = "compliance/check PATH [rulesets=R,R] [verbose=true]  (or: python -m submission check ...)"
 
 
-def cmd_check(words: list[str]) -> int:
+def cmd_check(options: CheckOptions, paths: list[str]) -> int:
     """Check PATH (result_*.txt, a folder of result files, or a package <org>/) with the
     official mlperf-logging checkers: 0 all passed, 1 something failed, 2 nothing checkable."""
     from . import compliance
-    options, paths = parse("check", words)
     if len(paths) != 1 or paths[0].startswith("-") or "=" in paths[0]:
         raise ConfigError(f"check takes one PATH and its options, not {' '.join(paths) or 'nothing'}: "
                           f"{CHECK_LINE}")
-    rulesets = (tuple(r.strip() for r in options["rulesets"].split(",") if r.strip())
+    rulesets = (tuple(r.strip() for r in options.rulesets.split(",") if r.strip())
                 or compliance.DEFAULT_RULESETS)
     try:
         verdicts = compliance.check_path(paths[0], rulesets)
     except (FileNotFoundError, compliance.CheckError) as exc:
         print(f"compliance: {exc}", file=sys.stderr)
         return 2
-    print(compliance.format_table(verdicts, verbose=options["verbose"]))
+    print(compliance.format_table(verdicts, verbose=options.verbose))
     if compliance.is_package(Path(paths[0])) and not any(v.checker == "package" for v in verdicts):
         print("note: the package checker ran for no ruleset: it runs for rulesets before 4.0.0 "
               "(packages are written in the 2.0.0 vocabulary)")
     return 0 if all(v.ok for v in verdicts) else 1
 
 
-def cmd_describe(words: list[str]) -> int:
+def cmd_describe(options: DescribeOptions, words: list[str]) -> int:
     """The MLPerf system description exactly as a run of these settings writes it."""
     from .system_json import for_ruleset, run_description
-    options, words = parse("describe", words)
-    print(json.dumps(for_ruleset(run_description(_resolve(words)), options["ruleset"]), indent=2))
+    print(json.dumps(for_ruleset(run_description(_resolve(words)), options.ruleset), indent=2))
     return 0
 
 
-def cmd_project(words: list[str]) -> int:
+def cmd_project(options: ProjectOptions, words: list[str]) -> int:
     from . import projection
-    return projection.main(words)
+    return projection.main(options, words)
 
 
-def cmd_report(words: list[str]) -> int:
+def cmd_report(options: ReportOptions, words: list[str]) -> int:
     from .report import campaign_report
-    return campaign_report.main(words)
+    return campaign_report.main(options, words)
 
 
-def cmd_settings(words: list[str]) -> int:
+def cmd_settings(_: NoOptions, words: list[str]) -> int:
     from . import show_settings
     print(show_settings.main(words))
     return 0
 
 
-def cmd_bench(words: list[str]) -> int:
+def cmd_bench(options: BenchOptions, words: list[str]) -> int:
     from .bench import main
-    return main(words)
+    return main(options, words)
 
 
-def cmd_qualify(words: list[str]) -> int:
+def cmd_qualify(options: QualifyOptions, words: list[str]) -> int:
     from .qualify import main
-    return main(words)
+    return main(options, words)
 
 
-def cmd_tradeoff(words: list[str]) -> int:
+def cmd_tradeoff(options: TradeoffOptions, words: list[str]) -> int:
     from .tradeoff.command import main
-    return main(words)
+    return main(options, words)
 
 
-# Each verb and the function that does it (the module docstring says what each does).
-VERBS: dict[str, Callable[[list[str]], int]] = {
-    "run": cmd_run,
-    "prepare": cmd_prepare,
-    "score": cmd_score,
-    "compare": cmd_compare,
-    "package": cmd_package,
-    "check": cmd_check,
-    "describe": cmd_describe,
-    "settings": cmd_settings,
-    "project": cmd_project,
-    "report": cmd_report,
-    "bench": cmd_bench,
-    "qualify": cmd_qualify,
-    "tradeoff": cmd_tradeoff,
+Options = TypeVar("Options")
+
+
+@dataclass(frozen=True)
+class Verb:
+    """A command: the class of its options (submission/options.py) and the function that does
+    it, given them and its other words (settings, positional words)."""
+    options: type[Any]
+    run: Callable[[Any, list[str]], int]
+
+
+def verb(options: type[Options], run: Callable[[Options, list[str]], int]) -> Verb:
+    """A command whose function takes `options` (mypy checks that the two go together)."""
+    return Verb(options, run)
+
+
+# Each verb, its options and the function that does it (the module docstring says what each does).
+VERBS: dict[str, Verb] = {
+    "run": verb(RunOptions, cmd_run),
+    "prepare": verb(NoOptions, cmd_prepare),
+    "score": verb(ScoreOptions, cmd_score),
+    "compare": verb(NoOptions, cmd_compare),
+    "package": verb(PackageOptions, cmd_package),
+    "check": verb(CheckOptions, cmd_check),
+    "describe": verb(DescribeOptions, cmd_describe),
+    "settings": verb(NoOptions, cmd_settings),
+    "project": verb(ProjectOptions, cmd_project),
+    "report": verb(ReportOptions, cmd_report),
+    "bench": verb(BenchOptions, cmd_bench),
+    "qualify": verb(QualifyOptions, cmd_qualify),
+    "tradeoff": verb(TradeoffOptions, cmd_tradeoff),
 }
-
 
 
 HELP_WORDS = ("-h", "--help", "help")
@@ -220,7 +232,7 @@ def usage(verb: str) -> str:
     """The verb's line of this module's usage, and its options from their declaration."""
     line = next((usage_line for usage_line in _usage_lines()
                  if usage_line.startswith(verb + " ") or usage_line == verb), "")
-    return f"python -m submission {line}\n\n{help_text(verb)}"
+    return f"python -m submission {line}\n\n{help_text(verb, VERBS[verb].options)}"
 
 
 def _advice(exc: OSError) -> str:
@@ -253,7 +265,8 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError(f"unknown command {argv[0]!r}" + (f" (did you mean {close[0]}?)" if close else "")
                               + f". Commands: {', '.join(VERBS)}; `python -m submission help` "
                               "says what each does")
-        return VERBS[verb](argv)
+        options, words = parse(verb, VERBS[verb].options, argv)
+        return VERBS[verb].run(options, words)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

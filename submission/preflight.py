@@ -17,6 +17,7 @@ from typing import Any
 
 from . import inventory, tracking
 from .config import HARNESS_ORIGINS, Config, ConfigError, resolve
+from .loader_kinds import recipe_loader_if_replaced
 
 
 @dataclass(frozen=True)
@@ -71,11 +72,11 @@ def launch_plan(config: Config) -> LaunchPlan:
 def recipe_changes(config: Config) -> list[str]:
     """Published choices of the recipe that this launch changes, said once before it (the
     run's system description records them too: system_description.run_notes)."""
-    published = config.recipe_value("train_loader")
-    if config.train_loader == published:
+    published = recipe_loader_if_replaced(config)
+    if published is None:
         return []
     return [f"train_loader={config.train_loader} ({config.origin('train_loader')}): the {config.recipe} "
-            f"recipe's published loader is {published} (submission/recipes/{config.recipe}.yaml); "
+            f"recipe's published loader is {published.word} (submission/recipes/{config.recipe}.yaml); "
             "the run's system description records the change"]
 
 

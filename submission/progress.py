@@ -178,3 +178,8 @@ def run_energy(records: list[dict[str, Any]]) -> Energy | None:
 def windows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The window records among a run's records, in order."""
     return [r for r in records if r.get("kind") == WINDOW]
+
+
+def evaluations(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The evaluation records among a run's records, in order."""
+    return [r for r in records if r.get("kind") == EVAL]

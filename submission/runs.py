@@ -10,7 +10,6 @@
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import datetime
 import fcntl
@@ -28,6 +27,7 @@ from .inventory import cpu_threads
 from .preflight import LaunchPlan, launch_plan
 from .results import CampaignError, read_json
 from .run_folder import RunFiles
+from .stop_signals import first_signal_interrupts
 from .system_json import run_description
 from .train_args import TrainArgs
 
@@ -81,27 +81,10 @@ def plan_launch(config: Config, say: str = "[campaign]") -> LaunchPlan:
     return plan
 
 
-@contextlib.contextmanager
 def terminate_as_interrupt():
-    """SIGTERM (SLURM's signal, a `kill`) stops what runs inside as Ctrl-C does. Only the first
-    of them raises KeyboardInterrupt: SLURM signals every process of a job, the campaign's
-    more than once (its process group, then each process), and a second signal while the
-    first is being handled would cut the clean stop short (a bare "interrupted", the job
-    not waited for)."""
-    raised = False
-
-    def first_only(signum, frame):
-        nonlocal raised
-        if not raised:
-            raised = True
-            raise KeyboardInterrupt
-
-    previous = {sig: signal.signal(sig, first_only) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    """SIGTERM (SLURM's signal, a `kill`) stops what runs inside as Ctrl-C does; only the first
+    of them raises KeyboardInterrupt (stop_signals.first_signal_interrupts)."""
+    return first_signal_interrupts()
 
 
 def run_once(config: Config, train_args: TrainArgs, files: RunFiles, what: str, say: str = "[campaign]") -> None:

@@ -5,14 +5,16 @@ about the run is measured on the run's own step.
 
 RecipeStep: the model with the recipe's initialisation, BlurPool and stochastic depth,
 the EMA copy, the decoupled SGDW optimizer (inside SAM for Medium and Hot), the loss,
-autocast and (fp16 on CUDA) a GradScaler, and the normaliser; calling it trains one batch
-at a side: normalise, ColOut, downscale, MixUp, forward, backward, update. The order of
-ColOut, resizing and MixUp is Hot's `algorithms` order in Composer v0.8.0 (ColOut and
-progressive resizing at AFTER_DATALOADER, once per step; MixUp at BEFORE_FORWARD, which
-SAM's closure runs again, so each of its two passes mixes the un-mixed batch with a draw of
-its own); label smoothing acts on the batch's own labels before MixUp mixes the targets
-(methods/mixup.py). The loop calls `train_on` with the step's `StepPlan` (run_plan.py): the
-values the run changes from step to step (learning rate, side, a scheduled method's value).
+autocast and (fp16 on CUDA) a GradScaler, and the normaliser (`Normalizer`: every loader
+hands the step uint8 images, and normalising them is the step's first operation, on the
+device); calling it trains one batch at a side: normalise, ColOut, downscale, MixUp,
+forward, backward, update. The order of ColOut, resizing and MixUp is Hot's `algorithms`
+order in Composer v0.8.0 (ColOut and progressive resizing at AFTER_DATALOADER, once per step;
+MixUp at BEFORE_FORWARD, which SAM's closure runs again, so each of its two passes mixes the
+un-mixed batch with a draw of its own); label smoothing acts on the batch's own labels
+before MixUp mixes the targets (methods/mixup.py). The loop calls `train_on` with the step's
+`StepPlan` (run_plan.py): the values the run changes from step to step (learning rate, side,
+a scheduled method's value).
 """
 from __future__ import annotations
 
@@ -25,7 +27,6 @@ import torch
 from torch import nn
 
 from .config import Config
-from .data.ffcv_loaders import Normalizer
 from .methods.colout import colout_batch
 from .methods.ema import EMA
 from .methods.loss import LOSSES
@@ -35,6 +36,22 @@ from .methods.sam import SAM, sync_context, update
 from .methods.sgdw import DecoupledSGDW
 from .methods.stochastic_depth import apply_stochastic_depth
 from .run_plan import StepPlan
+
+IMAGENET_MEAN = (0.485 * 255, 0.456 * 255, 0.406 * 255)
+IMAGENET_STD = (0.229 * 255, 0.224 * 255, 0.225 * 255)
+
+
+class Normalizer:
+    """The step's input: uint8 NCHW (channels last), as every loader hands it -> float, ImageNet
+    mean/std, on the batch's device."""
+
+    def __init__(self, device: torch.device):
+        self.mean = torch.tensor(IMAGENET_MEAN, device=device).view(1, 3, 1, 1)
+        self.std = torch.tensor(IMAGENET_STD, device=device).view(1, 3, 1, 1)
+
+    def __call__(self, images: torch.Tensor) -> torch.Tensor:
+        out = images.float().sub_(self.mean).div_(self.std)
+        return out.contiguous(memory_format=torch.channels_last)
 
 
 def autocast_dtype(config: Config) -> torch.dtype | None:

@@ -9,9 +9,11 @@ to every process of the job, the loader's worker processes included.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
+from collections.abc import Iterator
 
 
 # The exit status of a trainer that stopped on a signal after logging run_stop "interrupted"
@@ -62,6 +64,51 @@ class StopRequests:
 
 
 STOP = StopRequests()
+
+
+class FirstSignal:
+    """The first SIGTERM or SIGINT a command received (first_signal_interrupts), and whether it
+    still raises: a command writing its record after an interruption holds them."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.held = False
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum).name if self.signum else ""
+
+    @property
+    def exit_status(self) -> int:
+        """128 + the signal's number, as a shell reports a process the signal ended: 130, 143."""
+        return 128 + (self.signum or signal.SIGINT)
+
+    def hold(self) -> None:
+        """From now on a first signal is noted and raises nothing."""
+        self.held = True
+
+
+@contextlib.contextmanager
+def first_signal_interrupts() -> Iterator[FirstSignal]:
+    """SIGTERM (SLURM's signal, a `kill`, `timeout`) stops what runs inside as Ctrl-C does: the
+    first SIGTERM or SIGINT raises KeyboardInterrupt (until `hold()`), and the ones after it are
+    ignored: SLURM signals every process of a job, the command's more than once (its process
+    group, then each process), and a second signal while the first is being handled would cut
+    the clean stop short."""
+    first = FirstSignal()
+
+    def noted(signum, frame):
+        if first.signum is None:
+            first.signum = signum
+            if not first.held:
+                raise KeyboardInterrupt
+
+    previous = {sig: signal.signal(sig, noted) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield first
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def die_with_parent() -> None:

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import inventory
+from .loader_kinds import recipe_loader_if_replaced
 from .system_descriptor import STATUS_2X, STATUS_4X
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -102,9 +103,9 @@ def run_notes(config) -> str:
     data = ("ImageNet" if config.dataset == "imagenet" else
             "Fashion-MNIST, scaled down (submission/embedded.yaml); not an ImageNet result")
     precision = f"amp ({config.amp_dtype})" if config.precision == "amp" else config.precision
-    published_loader = config.recipe_value("train_loader")
-    loader = (f"; train_loader {config.train_loader} (the recipe's: {published_loader})"
-              if config.train_loader != published_loader else "")
+    published_loader = recipe_loader_if_replaced(config)
+    loader = (f"; train_loader {config.train_loader} (the recipe's: {published_loader.word})"
+              if published_loader is not None else "")
     return (f"{config.recipe} recipe ({', '.join(config.methods) or 'no methods'}) on {data}; "
             f"{config.device_type}, {config.world_size} process(es), global batch "
             f"{config.global_batch_size}, precision {precision}{loader}")

@@ -81,12 +81,12 @@ class Target:
     name: str
     group: str
 
-    def to_arg(self) -> str:
-        """The run's command-line argument (submission.train --track; read by from_arg)."""
+    def to_text(self) -> str:
+        """The run's command-line argument (submission.train --track; read by from_text)."""
         return json.dumps(asdict(self))
 
     @classmethod
-    def from_arg(cls, text: str) -> "Target | None":
+    def from_text(cls, text: str) -> "Target | None":
         if not text:
             return None
         data = json.loads(text)

@@ -30,10 +30,13 @@ import torch
 from . import distributed as dist_utils
 from . import energy, inventory, out_of_memory, tracking
 from .config import Config
-from .data import ffcv_loaders, ffcv_threads, fingerprint
+from .data import fingerprint
 from .data.data_json import PreparedData
 from .data.prepare import cache_folder
-from .data.run_loaders import run_loaders
+from .data.sharding import eval_batch_sizes
+from .loaders import compile_cache, ffcv_threads
+from .loaders.protocol import one_epoch
+from .loaders.run_loaders import run_loaders
 from .followers import RunSpec, agree_on_run
 from .mlperf_log import RunLog
 from .progress import Reporter
@@ -67,7 +70,7 @@ def evaluate(model, loader, normalize, autocast, expected_samples: int) -> float
     model.eval()
     totals = torch.zeros(2, dtype=torch.float64, device=normalize.mean.device)
     with autocast():
-        for images, labels in loader:
+        for images, labels in one_epoch(loader):
             logits = model(normalize(images))
             totals[0] += (logits.argmax(dim=1) == labels.view(-1)).sum()
             totals[1] += labels.numel()
@@ -84,6 +87,8 @@ def set_up(config: Config, data: PreparedData, ctx: dist_utils.Context, seed: in
     """Everything before run_start: the plan, the recipe step (compiled with compile=true),
     the MLPerf log's set-up entries and, with warmup=true, the warm-ups."""
     seed_everything(seed)
+    # before FFCV's first import, which compiles numba code: kept for the campaign's next runs
+    compile_cache.install(cache_folder(config) / "numba")
     ffcv_threads.install()      # else FFCV's Loaders set torch's threads to their worker count
     if ctx.device.type == "cpu":
         torch.set_num_threads(inventory.cpu_threads(config))
@@ -98,8 +103,7 @@ def set_up(config: Config, data: PreparedData, ctx: dist_utils.Context, seed: in
                                             config.cuda_graphs, config.compile_dynamic))
     log.hyperparameters(config, seed, data.train_samples, data.eval_samples)
     if config.warmup:
-        warm_up(step_fn, plan, ffcv_loaders.eval_batch_sizes(data.eval_samples, config.eval_batch,
-                                                        ctx.rank, ctx.world_size),
+        warm_up(step_fn, plan, eval_batch_sizes(data.eval_samples, config.eval_batch, ctx.rank, ctx.world_size),
                 ctx.device, log=say, calls_per_side=3 if config.cuda_graphs else 1,
                 net_is_compiled=config.compile, dynamic_shapes=config.compile_dynamic)
         if data.synthetic_train_path:
@@ -136,7 +140,7 @@ def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed:
     while step < last_step and not reached:
         epoch += 1
         log.epoch_start(epoch)
-        for images, labels in ffcv_loaders.one_epoch(train_loader):
+        for images, labels in one_epoch(train_loader):
             STOP.check()
             scheduled = plan.at(step)
             with out_of_memory.At("training", scheduled.side, config.batch_per_device, step + 1):

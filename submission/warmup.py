@@ -17,7 +17,8 @@ from exactly the state a run without it starts from.
 
 `warm_up_loaders` reads the run's FFCV pipelines through once on synthetic .beton files
 (random images written with the data set's write settings by `prepare`, shaped like each
-split), so that their numba compilation, shared across Loaders by `data.compile_cache`,
+split), so that their numba compilation, shared across Loaders by `loaders.compile_cache`
+(and from a campaign's second run loaded from its folder),
 is done before the real Loaders are built on the data after run_start, and so that the
 host buffers those Loaders allocate are already in torch's cache.
 """
@@ -33,7 +34,8 @@ from typing import cast
 import numpy as np
 import torch
 
-from .data import ffcv_loaders
+from .loaders.protocol import Loader, one_epoch
+from .loaders import compile_cache
 from .methods.sam import SAM
 from .out_of_memory import At
 from .run_plan import RunPlan
@@ -151,9 +153,10 @@ def evaluation_forward(step: RecipeStep, eval_batches: list[int], images_of,
     return time.perf_counter() - start
 
 
-def warm_up_loaders(train_loader, val_loader, log=print) -> float:
+def warm_up_loaders(train_loader: Loader, val_loader: Loader, log=print) -> float:
     """One pass over each loader (built with the run's pipelines on the synthetic files);
-    returns the seconds it took, almost all of it numba compiling the pipelines.
+    returns the seconds it took, almost all of it numba compiling the pipelines (or loading
+    them: its line says how many compilations and loads).
 
     Each FFCV epoch allocates its batch buffers (on a GPU, pinned host memory: about 1 GiB
     per loader for ImageNet's 500 px images at batch 256, mostly the decoder's scratch
@@ -164,17 +167,20 @@ def warm_up_loaders(train_loader, val_loader, log=print) -> float:
     the training epoch holds its buffers, as in a run, so both sets of blocks exist; and a
     garbage collection at the end frees them, because the frames of numba's compilation
     keep the first epoch of a pipeline alive in reference cycles."""
-    start = time.perf_counter()
-    training = ffcv_loaders.one_epoch(train_loader)
-    try:
-        next(training)
-        _exhaust(ffcv_loaders.one_epoch(val_loader))     # one_epoch: its thread has ended after it
-        _exhaust(training)
-    finally:
-        training.close()
+    start, (folder, loaded) = time.perf_counter(), compile_cache.on_disk()
+    with compile_cache.compilations() as compiled:
+        training = one_epoch(train_loader)
+        try:
+            next(training)
+            _exhaust(one_epoch(val_loader))     # one_epoch: its thread has ended after it
+            _exhaust(training)
+        finally:
+            training.close()
     gc.collect()
     seconds = time.perf_counter() - start
-    log(f"loader warm-up before run_start: pipelines compiled on synthetic images, {seconds:.1f} s")
+    log(f"loader warm-up before run_start: the pipelines read once on synthetic images, {seconds:.1f} s "
+        f"(numba: {compiled.count} compilations"
+        + (f", {compile_cache.on_disk()[1] - loaded} functions loaded from {folder})" if folder else ")"))
     return seconds
 
 

@@ -1,4 +1,5 @@
-"""Small data sets for the tests of submission/data (tests/data/), made in tmp_path.
+"""Small data sets for the tests of submission/data and submission/loaders (tests/data/,
+tests/loaders/), made in tmp_path.
 
 Image data: 3 classes, 20-40 px JPEG/PNG, a colour and a stripe pattern per class, a grey
 level per image so that every sample can be told apart after a center crop. Fashion-MNIST
@@ -17,7 +18,8 @@ import torch
 from PIL import Image
 
 from submission.config import ConfigError, resolve
-from submission.data import ffcv_loaders, sources
+from submission.data import sources
+from submission.loaders import ffcv_loaders
 from submission.data.prepare import prepare
 
 CPU = torch.device("cpu")

@@ -338,5 +338,6 @@ def test_the_fitted_loader_workers_are_what_the_campaign_records(cpus, tmp_path,
     folder = campaign_folder(cfg).path
     assert argvs == [["--config", str(folder / "config.json"), "--data", str(folder / "data.json"),
                       "--run-index", "0", "--runs", "1", "--seed", "1", "--remaining", "0",
-                      "--progress", str(progress / "run_0.jsonl"), "--track", campaign.tracking_target(cfg, 0).to_arg(),
-                      "--result", str(folder / "resnet" / "result_0.txt"), "--cache-cleared", "0"]]
+                      "--progress", str(progress / "run_0.jsonl"),
+                      "--track", campaign.tracking_target(cfg, 0).to_text(),
+                      "--result", str(folder / "resnet" / "result_0.txt"), "--cache-cleared", "false"]]

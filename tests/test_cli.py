@@ -7,7 +7,9 @@ import pytest
 from conftest import REPO
 from submission import campaign, cli
 from submission.config import ConfigError
+from submission.options import BenchOptions, CheckOptions, TradeoffOptions, parse, words_of
 from submission.preflight import resolve_here
+from submission.setting_declaration import declarations
 
 
 @pytest.mark.parametrize("args, message", [
@@ -51,6 +53,30 @@ def test_help_without_a_command_lists_every_command_with_what_it_does(capsys, wo
     assert listed == list(cli.VERBS)
     assert "  score RESULTS_DIR" in out and "olympic score" in out and "COMMAND --help" in out
     assert "options of run" not in out
+
+
+@pytest.mark.parametrize("verb", list(cli.VERBS))
+def test_help_lists_every_option_of_the_verb_with_its_meaning(capsys, verb):
+    """Each verb's options are its dataclass's declared fields; --help and `help VERB` list each."""
+    declared = declarations(cli.VERBS[verb].options)
+    for words in ([verb, "--help"], ["help", verb]):
+        assert cli.main(words) == 0
+        out = capsys.readouterr().out
+        for name, option in declared.items():
+            assert f"  {name}=  {option.meaning} (" in out, (verb, name)
+
+
+def test_a_verb_receives_its_options_typed_and_checked(capsys, tmp_path):
+    options, rest = parse("bench", BenchOptions, ["steps=4", "system=cpu", "quick=True", "--dry-run"])
+    assert options == BenchOptions(steps=4, quick=True) and rest == ["system=cpu", "--dry-run"]
+    options, _ = parse("check", CheckOptions, ["rulesets=2.0.0", "--ruleset", "4.0.0"])
+    assert options.rulesets == "2.0.0,4.0.0"        # a comma list repeated adds to it
+    assert capsys.readouterr().err.startswith("note: --ruleset is now rulesets=VALUE")
+    options, _ = parse("tradeoff", TradeoffOptions, ["dp_efficiency=none", "point=2", "grid=embedded"])
+    assert options.dp_efficiency is None and options.point == 2
+    assert words_of(options) == ["grid=embedded", "point=2"]
+    with pytest.raises(ConfigError, match=r"point=-1: give a whole number at least 0, e.g. point=VALUE"):
+        parse("tradeoff", TradeoffOptions, ["point=-1"])
 
 
 def test_help_with_a_command_gives_its_options(capsys):

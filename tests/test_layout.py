@@ -5,6 +5,7 @@ shape of the tests: every test that starts a process of its own is marked e2e, s
 from __future__ import annotations
 
 import ast
+import dataclasses
 from pathlib import Path
 
 from conftest import REPO
@@ -117,13 +118,50 @@ def test_the_results_folder_module_imports_none_of_its_readers():
     assert not {m for m in graph["submission.results"] if m.startswith(tuple(readers))}
 
 
+def test_the_making_of_the_beton_imports_none_of_the_loaders():
+    """data/ (sources, checks, prepare) lies below loaders/, which reads it; the loader kinds
+    (loader_kinds.py), which prepare and the settings' declarations read, import nothing."""
+    graph = package_graph()
+    assert {"submission.loaders.protocol", "submission.loaders.run_loaders"} <= set(graph)
+    upward = sorted(f"{name} -> {imported}" for name, imports in graph.items()
+                    if name.startswith("submission.data.") for imported in imports
+                    if imported.startswith("submission.loaders"))
+    assert upward == []
+    assert graph["submission.loader_kinds"] == set()
+
+
+def _asks_which_loader(node: ast.AST) -> bool:
+    """A comparison of a `train_loader` (or a loader's `kind`) with a word, or an isinstance on a
+    loader class: what the loader kinds' properties answer instead."""
+    if isinstance(node, ast.Compare):
+        operands = [node.left, *node.comparators]
+        named = any(isinstance(o, ast.Attribute) and o.attr in ("train_loader", "kind") for o in operands)
+        words = [c for o in operands for c in ast.walk(o) if isinstance(c, ast.Constant) and isinstance(c.value, str)]
+        return named and any(w.value in ("ffcv", "torchvision", "device") for w in words)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("isinstance", "hasattr",
+                                                                                           "getattr"):
+        return any(isinstance(n, ast.Name) and n.id in ("FfcvLoader", "TrainLoader", "DeviceLoader", "EpochIterator")
+                   or isinstance(n, ast.Constant) and n.value in ("batches_ahead", "close", "is_alive")
+                   for a in node.args for n in ast.walk(a))
+    return False
+
+
+def test_nothing_outside_the_loader_kinds_asks_which_loader_it_holds():
+    found = [f"{path.relative_to(REPO)}:{node.lineno}" for path in sorted(PACKAGE.rglob("*.py"))
+             for node in ast.walk(ast.parse(path.read_text(), filename=str(path))) if _asks_which_loader(node)]
+    assert found == []
+    assert _asks_which_loader(ast.parse('config.train_loader == "device"').body[0].value)
+    assert _asks_which_loader(ast.parse('c.train_loader in ("torchvision", "device")').body[0].value)
+    assert _asks_which_loader(ast.parse('hasattr(train_loader, "close")').body[0].value)
+
+
 def test_every_verb_is_a_function_and_in_the_usage():
     from submission import cli
     usage = [line.split()[0] for line in cli.__doc__.splitlines()[1:] if line.startswith("  ")]
     assert list(cli.VERBS) == usage
-    for verb, function in cli.VERBS.items():
-        assert callable(function), verb
-        assert function.__name__ == f"cmd_{verb}"
+    for verb, command in cli.VERBS.items():
+        assert dataclasses.is_dataclass(command.options), verb
+        assert command.run.__name__ == f"cmd_{verb}"
 
 
 # ---- the e2e marker ---------------------------------------------------------------

@@ -16,10 +16,10 @@ from submission import campaign, out_of_memory
 from submission.jsonfile import write_json
 from submission.results import CampaignError, campaign_folder
 from submission.config import parse_overrides, resolve
-from submission.data import ffcv_loaders
+from submission.loaders import ffcv_loaders
 from submission.data.prepare import prepare
 from submission.model import model_from_config
-from submission.step import autocast_for
+from submission.step import Normalizer, autocast_for
 from submission.train import evaluate
 
 pytestmark = pytest.mark.timeout(600)
@@ -121,7 +121,7 @@ def test_eval_batch_size_changes_no_result_and_may_change_on_resume(tmp_path, ca
     data = prepare(cfg)
     torch.manual_seed(0)
     model = model_from_config(cfg, data.num_classes).eval()
-    device, normalize = torch.device("cpu"), ffcv_loaders.Normalizer(torch.device("cpu"))
+    device, normalize = torch.device("cpu"), Normalizer(torch.device("cpu"))
 
     def scored(batch: int):
         loader = ffcv_loaders.val_loader(data.val_path, cfg.eval_resolution, cfg.eval_resize, batch, 1,

@@ -136,10 +136,11 @@ def test_an_h100_or_h200_instance_is_the_machine_its_descriptor_describes(gpus, 
 def test_dry_run_of_an_h100_or_h200_system_prints_the_torchrun_command_then_refuses_this_host(
         gpus, monkeypatch, tmp_path, capsys, system):
     from submission import cli
+    from submission.options import RunOptions
     monkeypatch.setattr(inventory, "host", lambda: (2, 24 * 2**30))     # this build machine
     with pytest.raises(ConfigError) as refused:
-        cli.cmd_run([f"system={system}", f"data_dir={tmp_path}", f"results_dir={tmp_path / 'results'}",
-                     "dry_run=true"])
+        cli.cmd_run(RunOptions(dry_run=True),
+                    [f"system={system}", f"data_dir={tmp_path}", f"results_dir={tmp_path / 'results'}"])
     out = capsys.readouterr().out
     assert '"global_batch_size": 2048' in out and "submission.launcher --nproc_per_node=8" in out
     vcpus = resolve(system, {}).descriptor.host_vcpus

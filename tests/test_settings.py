@@ -47,6 +47,13 @@ def test_coerce_reads_words_as_the_declared_type():
     assert settings.coerce("target_accuracy", "none", "the command line") is None
     with pytest.raises(ConfigError, match="batch_per_device takes a whole number, not 'x'"):
         settings.coerce("batch_per_device", "x", "the command line")
+    assert settings.coerce("compile", "True", "the command line") is True
+    assert settings.coerce("lr", 2, "a grid") == 2.0 and isinstance(settings.coerce("lr", 2, "a grid"), float)
+    for wrong in ("yes", "1"):          # YAML 1.1 read yes as true; the one parser reads true and false
+        with pytest.raises(ConfigError, match=f"compile takes true or false, not '{wrong}'"):
+            settings.coerce("compile", wrong, "the command line")
+    with pytest.raises(ConfigError, match=r"lr takes a number, not 'nan' \(in a grid\)"):
+        settings.coerce("lr", "nan", "a grid")
 
 
 def test_the_configuration_reaches_no_tracker_at_any_depth():

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from conftest import GPUS_HIDDEN, REPO
-from submission.stop_signals import Interrupted, StopRequests, is_loader_worker_death
+from submission.stop_signals import Interrupted, StopRequests, first_signal_interrupts, is_loader_worker_death
 
 WORKER_DEATH_PROBE = '''
 import json, multiprocessing, os, signal, time
@@ -75,3 +75,20 @@ def test_a_signal_during_set_up_stops_at_once_and_the_first_signal_is_kept():
         stop._noted(signal.SIGINT, None)
     stop._noted(signal.SIGTERM, None)                 # a second one: noted already, no raise
     assert stop.signal_name == "SIGINT"
+
+
+def test_the_first_stop_signal_interrupts_once_and_a_held_command_only_notes_it():
+    """What qualify stops on: the first SIGTERM raises KeyboardInterrupt as Ctrl-C does (exit
+    status 143, a shell's for SIGTERM), the signals after it are ignored; once the command holds
+    them (its record being written), a first signal is noted and raises nothing."""
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    with first_signal_interrupts() as first:
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGINT)           # ignored: SLURM signals a job more than once
+        assert first.name == "SIGTERM" and first.exit_status == 143
+    with first_signal_interrupts() as held:
+        held.hold()
+        os.kill(os.getpid(), signal.SIGINT)
+        assert held.name == "SIGINT" and held.exit_status == 130
+    assert {sig: signal.getsignal(sig) for sig in before} == before      # the handlers before, again

@@ -127,7 +127,7 @@ def test_a_tracker_that_cannot_start_is_left_out_with_one_line(tmp_path, capsys,
     assert opened is not None and opened.writers == []
     assert "tracker=tensorboard could not start (OSError: no space left on device)" in capsys.readouterr().err
     assert tracking.open_tracking(None, {}, "x") is None
-    assert Target.from_arg(Target(("wandb",), "e", "w", "n", "g").to_arg()) == Target(("wandb",), "e", "w", "n", "g")
+    assert Target.from_text(Target(("wandb",), "e", "w", "n", "g").to_text()) == Target(("wandb",), "e", "w", "n", "g")
 
 
 def test_a_points_hparams_session_is_read_by_tensorboards_hparams_plugin(tmp_path):

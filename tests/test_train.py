@@ -14,11 +14,11 @@ from conftest import (QUICK_BATCH, REPO, child_env, descendants, free_port, mllo
                       run_submission)
 from submission.compliance import check_path
 from submission.config import parse_overrides, resolve
-from submission.data import ffcv_loaders
+from submission.loaders import ffcv_loaders
 from submission.data.data_json import PreparedData
 from submission.data.prepare import prepare
 from submission.model import model_from_config
-from submission.step import autocast_for
+from submission.step import Normalizer, autocast_for
 from submission.train import evaluate
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -63,7 +63,7 @@ def test_ddp_ranks_agree_and_eval_counts_each_image_once(tmp_path, cache_dir):
     device = torch.device("cpu")
     loader = ffcv_loaders.val_loader(data.val_path, cfg.eval_resolution, cfg.eval_resize, 64, 1, device,
                                 rank=0, world_size=1, num_samples=data.eval_samples)
-    single = evaluate(model, loader, ffcv_loaders.Normalizer(device), autocast_for(cfg, device),
+    single = evaluate(model, loader, Normalizer(device), autocast_for(cfg, device),
                       data.eval_samples)
     assert single == pytest.approx(logged, abs=1e-12)
     stop = [e for e in events if e["key"] == "run_stop"][0]
@@ -76,7 +76,7 @@ def test_ddp_ranks_agree_and_eval_counts_each_image_once(tmp_path, cache_dir):
 def test_two_nodes_on_loopback_write_one_result(tmp_path, cache_dir):
     """nodes=2: two campaign commands (node_rank 0 and 1) rendezvous over loopback. They train
     on the device loader: its shards under a real two-process gloo world, each rank its
-    DistributedSampler's share (the shards themselves: tests/data/test_device_loader.py)."""
+    DistributedSampler's share (the shards themselves: tests/loaders/test_device_loader.py)."""
     port = free_port()
     common = dict(nodes=2, master_addr="127.0.0.1", master_port=port, runs=1, seeds="21",
                   target_accuracy=0.05, train_loader="device")

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from submission.config import resolve
-from submission.data.ffcv_loaders import Normalizer
+from submission.step import Normalizer
 from submission.methods.ema import EMA
 from submission.methods.loss import LOSSES
 from submission.run_plan import RunPlan
@@ -142,7 +142,7 @@ from numba.core import event
 from submission import distributed
 from submission.config import Config
 from submission.data.data_json import PreparedData
-from submission.data.run_loaders import run_loaders
+from submission.loaders.run_loaders import run_loaders
 from submission.warmup import warm_up_loaders
 
 config = Config.from_dict(json.loads(open(sys.argv[1]).read()))
@@ -159,7 +159,7 @@ with event.install_recorder("numba:compile") as compiles:
 found = {"compiles": len(compiles.buffer), "labels": labels, "val": images}
 if sys.argv[3] == "warm":
     with event.install_recorder("numba:compile") as other_compiles:   # another crop size: not reused
-        from submission.data.ffcv_loaders import val_loader
+        from submission.loaders.ffcv_loaders import val_loader
         smaller = val_loader(data.val_path, 16, 16, 8, 1, ctx.device, 0, 1, 8)
         found["other_side"] = next(iter(smaller))[0].shape[-1]
     found["other_compiles"] = len(other_compiles.buffer)
@@ -203,15 +203,93 @@ def test_loaders_warmed_on_synthetic_images_compile_nothing_after_run_start(tmp_
     assert warm["other_compiles"] > 0 and warm["other_side"] == 16
 
 
+DISK_PROBE = '''
+import hashlib, json, sys
+from pathlib import Path
+from numba.core import event
+with event.install_recorder("numba:compile") as compiles:
+    from submission.loaders import compile_cache
+    compile_cache.install(Path(sys.argv[3]))        # before FFCV's import, as train.set_up does
+    import torch
+    from submission import distributed
+    from submission.config import Config
+    from submission.data.data_json import PreparedData
+    from submission.loaders.run_loaders import run_loaders
+    from submission.warmup import warm_up_loaders
+    config = Config.from_dict(json.loads(open(sys.argv[1]).read()))
+    data = PreparedData.load(sys.argv[2])
+    ctx = distributed.Context(0, 0, 1, torch.device("cpu"))
+    said = []
+    warm_up_loaders(*run_loaders(config, ctx, 5, data.synthetic_train_path, data.synthetic_val_path,
+                                 data.synthetic_samples, shard=False), log=said.append)
+    train, val = run_loaders(config, ctx, 5, data.train_path, data.val_path, data.eval_samples, shard=True)
+    labels = [y.tolist() for _, (_, y) in zip(range(3), train)]
+    images = hashlib.sha256(b"".join(x.numpy().tobytes() for x, _ in val)).hexdigest()
+print(json.dumps({"compiles": sum(1 for _, e in compiles.buffer if e.is_start), "labels": labels,
+                  "val": images, "said": said[0]}))
+'''
+
+
+@pytest.mark.e2e
+def test_a_campaigns_next_runs_load_ffcvs_compiled_pipelines_from_disk(tmp_path, cache_dir):
+    """Each run of a campaign is a new process. Two at once on an empty folder (ranks of a
+    first run) compile FFCV's import (numba's typed dict) and the JPEG-decoding pipelines and
+    write them there; a third process compiles nothing at all, from FFCV's import to the
+    run's loaders, and gives the same batches. With numba's default optimisation, as runs
+    have it: unoptimised (the suite's NUMBA_OPT=0) the decoders keep their dispatchers'
+    addresses and are compiled in every process (docs/ffcv-notes.md)."""
+    import json
+    import re
+    import subprocess
+    import sys
+
+    from conftest import GPUS_HIDDEN, REPO, quick_settings
+    from submission.config import parse_overrides
+    from submission.data.prepare import prepare
+
+    config = resolve(None, parse_overrides(quick_settings(tmp_path, cache_dir, write_mode="jpg")))
+    data = prepare(config)
+    (tmp_path / "config.json").write_text(json.dumps(config.to_dict()))
+    data.save(tmp_path / "data.json")
+    (tmp_path / "probe.py").write_text(DISK_PROBE)
+    folder = tmp_path / "numba"
+
+    def started() -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, str(tmp_path / "probe.py"), str(tmp_path / "config.json"),
+                                 str(tmp_path / "data.json"), str(folder)], cwd=REPO, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env={"PYTHONPATH": str(REPO), "PATH": "", **GPUS_HIDDEN})
+
+    def result(process: subprocess.Popen) -> dict:
+        out, err = process.communicate(timeout=600)
+        assert process.returncode == 0, err[-3000:]
+        assert "could not" not in err                       # nothing damaged, nothing unwritten
+        return json.loads(out.strip().splitlines()[-1])
+
+    first = [result(process) for process in [started(), started()]]     # at once
+    assert sum(run["compiles"] for run in first) > 0     # one may load what the other wrote first
+    loaded_from = re.escape(f"functions loaded from {folder})")
+    assert all(re.search(rf"\(numba: \d+ compilations, \d+ {loaded_from}$", run["said"]) for run in first)
+    assert not list(folder.glob("*.tmp"))
+    entries = sorted(folder.glob("*.nbc"))
+    assert entries
+    later = result(started())
+    assert later["compiles"] == 0
+    assert re.search(rf"\(numba: 0 compilations, [1-9]\d* {loaded_from}$", later["said"])
+    assert later["val"] == first[0]["val"] == first[1]["val"]
+    assert later["labels"] == first[0]["labels"] == first[1]["labels"]
+    assert sorted(folder.glob("*.nbc")) == entries
+
+
 BUFFER_PROBE = '''
 import gc, json, sys, weakref
 import torch
 import ffcv.pipeline.graph
 from submission import distributed
 from submission.config import Config
-from submission.data.ffcv_loaders import one_epoch
+from submission.loaders.protocol import one_epoch
 from submission.data.data_json import PreparedData
-from submission.data.run_loaders import run_loaders
+from submission.loaders.run_loaders import run_loaders
 from submission.warmup import warm_up_loaders
 
 gc.disable()      # what the warm-up frees must not depend on when a collection happens to run
@@ -298,7 +376,7 @@ from pathlib import Path
 import torch
 from torch import nn
 from submission.config import resolve
-from submission.data.ffcv_loaders import Normalizer
+from submission.step import Normalizer
 from submission.methods.loss import LOSSES
 from submission.methods.sgdw import DecoupledSGDW
 from submission.run_plan import RunPlan

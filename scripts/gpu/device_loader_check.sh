@@ -47,7 +47,7 @@ t0=$(date +%s)
   git log --oneline -1 2>/dev/null; } > "$OUT/device.txt" 2>&1
 
 # 1. the GPU tests (skipped without CUDA): their own data, written under pytest's tmp folder
-timeout 240 "$PYTHON" -m pytest -m gpu -p no:cacheprovider -q tests/data/test_device_loader_gpu.py \
+timeout 240 "$PYTHON" -m pytest -m gpu -p no:cacheprovider -q tests/loaders/test_device_loader_gpu.py \
   > "$OUT/gpu-tests.log" 2>&1
 echo "gpu tests: rc=$? after $(( $(date +%s) - t0 )) s" | tee -a "$OUT/gpu-tests.log"
 

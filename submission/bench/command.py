@@ -6,11 +6,8 @@ import sys
 
 from ..config import ConfigError, parse_overrides
 from ..preflight import resolve_here
-from ..options import parse
+from ..options import BenchOptions
 from ..preflight import loader_workers, precision_problems
-
-COMPARISONS = {"composer": "MosaicML Composer's Trainer with the Mild methods",
-               "methods": "the recipe's step with each method swapped for the plain loop's"}
 
 
 def fitted(config):
@@ -30,12 +27,10 @@ def fitted(config):
     return config.replaced({"workers_per_device": decision.workers}, decision.origin)
 
 
-def main(argv=None) -> int:
-    words = list(sys.argv[1:] if argv is None else argv)
+def main(options: BenchOptions, settings: list[str]) -> int:
     try:
-        options, settings = parse("bench", words)
-        out, sweep_name, compare = options["json"], options["sweep"], options["compare"]
-        steps, rounds, quick = options["steps"], options["rounds"], options["quick"]
+        out, sweep_name, compare = options.json, options.sweep, options.compare
+        steps, rounds, quick = options.steps, options.rounds, options.quick
         if quick and (sweep_name or compare):
             raise ConfigError("quick=true is a form of the main bench; sweep= and compare= are other benches")
         if out and (sweep_name or compare):

@@ -26,9 +26,8 @@ import torch
 from torch import nn
 
 from ..config import ConfigError
-from ..data import ffcv_loaders
 from ..model import build_model
-from ..step import build_step
+from ..step import Normalizer, build_step
 from .timing import bench_device, sync, synthetic_batch
 
 WARM_UP_STEPS = 3               # first steps allocate and pick kernels: not timed
@@ -58,7 +57,7 @@ class _Normalized(nn.Module):
 
     def __init__(self, net: nn.Module, device: torch.device):
         super().__init__()
-        self.net, self.normalize = net, ffcv_loaders.Normalizer(device)
+        self.net, self.normalize = net, Normalizer(device)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         return self.net(self.normalize(images))

@@ -21,10 +21,9 @@ import functools
 
 import torch
 
-from ..data import ffcv_loaders
 from ..methods import ALL
 from ..methods.sam import SAM
-from ..step import build_step
+from ..step import Normalizer, build_step
 from .measure import plain_loop
 from .timing import bench_device, in_turns, synthetic_batch
 
@@ -52,7 +51,7 @@ def _coupled_sgd(config):
 def comparison(config, classes: int, steps: int, rounds: int) -> dict:
     """{row: img/s} for every variant and the plain loop, each its best of `rounds`."""
     device = bench_device(config)
-    normalize = ffcv_loaders.Normalizer(device)
+    normalize = Normalizer(device)
     steps_of = {RECIPE_ROW: build_step(config, classes, device)}
     for method in VARIANTS:
         if not method.on(config):

@@ -50,13 +50,15 @@ import torch
 import torchvision
 
 from .. import distributed, energy, methods
-from ..bench_profile import (LOADER_NAMES, Augmentation, BenchProfile, FedStep, Loader, LoaderBeside, LoaderProbe,
+from ..bench_profile import (Augmentation, BenchProfile, FedStep, Loader, LoaderBeside, LoaderProbe,
                              LoaderSetup, LoopOverhead, Measured, Power, SetupExtra, SideStep,
                              recorded_settings)
-from ..data import ffcv_loaders, ffcv_threads
 from ..data.prepare import cache_folder, prepare
 from ..data.pillow_build import pillow_build
-from ..data.run_loaders import augmentation_of, run_loaders
+from ..loader_kinds import kind_of
+from ..loaders import ffcv_threads
+from ..loaders.protocol import cycle, one_epoch
+from ..loaders.run_loaders import augmentation_of, run_loaders
 from ..methods.loss import LOSSES
 from ..methods.progressive_resize import resize_batch
 from ..run_plan import RunPlan
@@ -110,14 +112,14 @@ def _loader_setup_child(config_dict: dict, data_dict: dict, warm: bool) -> dict:
     train, val = run_loaders(config, ctx, 0, data.train_path, data.val_path, data.eval_samples,
                              shard=True)
     figures["build_s"] = time.perf_counter() - start
-    batches = iter(train)          # FFCV allocates the epoch's buffers (pinned on a GPU) here
+    batches = one_epoch(train)     # FFCV allocates the epoch's buffers (pinned on a GPU) here
     figures["epoch_start_s"] = time.perf_counter() - start - figures["build_s"]
     next(batches)
     sync(device)
     figures["train_first_batch_s"] = time.perf_counter() - start
-    finish(batches)
+    batches.close()
     start = time.perf_counter()
-    for _ in val:
+    for _ in one_epoch(val):
         pass
     sync(device)
     figures["val_first_pass_s"] = time.perf_counter() - start
@@ -404,11 +406,11 @@ def _power(config, step, full, device) -> dict:
 
 
 def beside(config) -> str:
-    """The loader measured beside the run's: the device loader beside FFCV's or torchvision's;
-    beside the device loader, the one the recipe would use without it."""
-    if config.train_loader != "device":
-        return "device"
-    return "torchvision" if augmentation_of(config) is not None else "ffcv"
+    """The loader measured beside the run's (its kind's `beside`, loader_kinds.py): the device
+    loader beside FFCV's or torchvision's; beside the device loader, the one the recipe would
+    use without it, the first that runs the configuration's augmentation."""
+    augmented = augmentation_of(config) is not None
+    return next(word for word in kind_of(config.train_loader).beside if kind_of(word).runs(augmented))
 
 
 def _loader_rows(config, step, data, device, steps: int, rounds: int, full, smallest: int,
@@ -421,7 +423,7 @@ def _loader_rows(config, step, data, device, steps: int, rounds: int, full, smal
     figures = {"loader": own["img_per_s"], "loader_epoch_start": own["epoch_start_s"], "fed": own["fed"],
                "eval_first": own["eval_first"], "eval": own["eval"], "loader_memory": own["memory"],
                "loader_per_batch": own["per_batch"]}
-    if config.train_loader == "torchvision":
+    if kind_of(config.train_loader).pil_workers:
         figures["augmentation"] = augmentation_cost(config, data)
     other = config.replaced({"train_loader": beside(config)}, "the bench: the loader beside the run's")
     figures["beside"] = {"kind": other.train_loader,
@@ -434,21 +436,21 @@ def _one_loader(config, step, data, device, steps: int, rounds: int, full, base:
                 sides: tuple[int, ...]) -> dict:
     """One loader kind (config.train_loader) in this process: alone, feeding the step at each
     of `sides` in turns with the synthetic step, two evaluation passes; its device memory."""
-    batch, name = config.batch_per_device, LOADER_NAMES[config.train_loader]
-    memory = _memory_probe(device)
+    batch, memory = config.batch_per_device, _memory_probe(device)
     train_loader, val_loader = run_loaders(config, distributed.Context(0, 0, 1, device), 0,
                                            data.train_path, data.val_path, data.eval_samples,
                                            shard=True)
-    found: dict = {"threads": config.workers_per_device}
+    kind, figures = train_loader.kind, train_loader.figures()
+    name = kind.name
+    found: dict = {"threads": figures.threads}
     found["img_per_s"], found["epoch_start_s"] = loader_alone(train_loader, steps * 3, device)
     found["memory"] = memory()
     say(f"\n{_row(f'{name} train loader alone', found['img_per_s'], base)}")
-    say(f"  per loader thread: {found['img_per_s'] / config.workers_per_device:.1f} img/s "
-        f"({config.workers_per_device} "
-        + (f"DataLoader worker(s), {pillow_build()})" if name == "torchvision" else "thread(s))")
+    say(f"  per loader thread: {found['img_per_s'] / figures.threads:.1f} img/s ({figures.threads} "
+        f"{kind.threads_are}" + (f", {pillow_build()})" if kind.pil_workers else ")")
         + (f"; its device memory at most {found['memory'] / 2**20:,.0f} MiB" if found["memory"] else ""))
-    found["per_batch"] = per_batch_costs(config.train_loader, train_loader, batch, found["img_per_s"])
-    say("  " + describe_costs(config.train_loader, found["per_batch"], config.workers_per_device))
+    found["per_batch"] = per_batch_costs(train_loader, batch, found["img_per_s"])
+    say("  " + describe_costs(kind, found["per_batch"], config.workers_per_device))
     say(f"  the loader alone is timed inside epochs; each epoch's start costs "
         f"{found['epoch_start_s'] or 0:.2f} s more than a steady batch (threads started, "
         "pipeline filled)")
@@ -465,10 +467,9 @@ def _one_loader(config, step, data, device, steps: int, rounds: int, full, base:
             # a stream of its own for each fed turn, its thread stopped before the synthetic
             # turn, which a live loader thread would slow too (ffcv_loaders.to_device); the
             # warm-up takes the epoch's start and the batches the loader makes ahead
-            stream = ffcv_loaders.cycle(train_loader)
-            ahead = getattr(train_loader, "batches_ahead", 2 * config.workers_per_device)
+            stream = cycle(train_loader)
             fed.append(batch / timed(lambda: step(*next(stream), side), steps, device,  # noqa: B023 - timed here
-                                     warmup=ahead + 2))
+                                     warmup=figures.batches_ahead + 2))
             stream.close()
             synthetic.append(batch / timed(partial(step, *full, side), steps, device))
         v = found["fed"][side] = {"fed_img_per_s": max(fed), "synthetic_img_per_s": max(synthetic)}
@@ -480,8 +481,8 @@ def _one_loader(config, step, data, device, steps: int, rounds: int, full, base:
     found["eval_first"], found["eval"] = _eval_passes(step, val_loader, device)
     say(_row(f"evaluation through the {name} loader, first pass", found["eval_first"], base))
     say(_row(f"evaluation through the {name} loader, second pass", found["eval"], base))
-    if hasattr(train_loader, "close"):
-        train_loader.close()
+    train_loader.close()
+    val_loader.close()
     return found
 
 
@@ -503,7 +504,7 @@ def _side_by_side(config, loaders: dict, sides: tuple[int, ...]) -> None:
     say(f"  {'loader':<24}{'img/s alone':>12}{'threads':>9}" + "".join(f"{f'fed {side} px':>12}" for side in sides)
         + f"{'eval img/s':>12}{'device MiB':>12}{'ops/batch':>11}{'host ms':>9}")
     for kind, v in loaders.items():
-        label = LOADER_NAMES[kind] + (" (the run's)" if kind == config.train_loader else "")
+        label = kind_of(kind).name + (" (the run's)" if kind == config.train_loader else "")
         ratios = "".join(f"{v['fed'][side]['fed_img_per_s'] / v['fed'][side]['synthetic_img_per_s']:>11.2f}x"
                          for side in sides)
         memory = f"{v['memory'] / 2**20:>12,.0f}" if v["memory"] is not None else f"{'-':>12}"
@@ -520,7 +521,7 @@ def _eval_passes(step, val_loader, device) -> list[float]:
     with torch.no_grad(), step.autocast():
         for _ in range(2):
             start, seen = time.perf_counter(), 0
-            for images, _ in val_loader:
+            for images, _ in one_epoch(val_loader):
                 step.model(step.normalize(images))
                 seen += images.shape[0]
             sync(device)
@@ -538,7 +539,7 @@ def augmentation_cost(config, data, images: int = AUGMENTATION_IMAGES) -> dict:
     (torchvision_loader.BetonImages), crop + flip (RandomResizedCrop, flip), the augmentation
     (RandAugment or TrivialAugment: the profile's `randaugment` stage), to tensor (the
     transforms of torchvision_loader.image_transform, each timed alone)."""
-    from ..data import torchvision_loader
+    from ..loaders import torchvision_loader
 
     augment = augmentation_of(config)
     augmentation = next((m.named(config) for m in methods.ALL if m.on(config) and m.named is not None

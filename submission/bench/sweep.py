@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from ..data import device_loader, ffcv_loaders
+from ..loaders import device_loader, ffcv_loaders
 from ..data.prepare import prepare
 from .timing import loader_alone, per_batch_costs
 
@@ -47,7 +47,7 @@ def loader_sweep(config, device: torch.device, steps: int, say=print) -> None:
                                                   variant.workers_per_device, 0, device, 0, 1,
                                                   variant.crop_scale_min)):
             rates.append(loader_alone(loader, steps * 3, device, restarts=0)[0])
-        costs = per_batch_costs("device", loader, batch, rates[1])
+        costs = per_batch_costs(loader, batch, rates[1])
         stored = Reader(data.train_path).alloc_table["size"].sum()   # without page padding
         say(f"  {mode:<11} {max_resolution:>6} px  q{quality:<4} "
             f"{stored / data.train_samples / 1024:9.1f} KiB/image {rates[0]:10.1f} img/s {rates[1]:10.1f} img/s"

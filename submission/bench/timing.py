@@ -8,7 +8,9 @@ import torch
 
 from .. import inventory
 from ..config import ConfigError
-from ..data import ffcv_loaders, ffcv_threads
+from ..loaders import ffcv_threads
+from ..loaders.protocol import Loader, one_epoch
+from ..loader_kinds import LoaderKind
 
 
 def sync(device: torch.device) -> None:
@@ -53,18 +55,7 @@ def in_turns(steps_of: dict, images_per_call: int, calls: int, rounds: int, devi
     return best
 
 
-def finish(epoch) -> None:
-    """Stop an epoch iterator left before its end: FFCV's thread (ffcv_loaders.finish); a
-    torchvision DataLoader's workers (its iterator's shutdown, or a generator's close)."""
-    if hasattr(epoch, "is_alive"):
-        ffcv_loaders.finish(epoch)
-    elif hasattr(epoch, "_shutdown_workers"):
-        epoch._shutdown_workers()
-    elif hasattr(epoch, "close"):
-        epoch.close()
-
-
-def loader_alone(loader, batches: int, device: torch.device, restarts: int = 3) -> tuple[float, float | None]:
+def loader_alone(loader: Loader, batches: int, device: torch.device, restarts: int = 3) -> tuple[float, float | None]:
     """The train loader alone (FFCV's, torchvision's, the device loader's): its steady img/s
     inside an epoch, and the seconds an epoch's start adds over a steady batch (FFCV starts
     its threads and fills its pipeline again; a run pays it once an epoch). Each epoch's
@@ -78,8 +69,8 @@ def loader_alone(loader, batches: int, device: torch.device, restarts: int = 3) 
     steady_s, steady_batches, images = 0.0, 0, 0
     starts: list[float] = []
     while steady_batches < batches or len(starts) <= restarts:
-        last = time.perf_counter()         # iter() starts the epoch: its work is the start's
-        epoch = iter(loader)
+        last = time.perf_counter()         # the epoch starts here: its work is the start's
+        epoch = one_epoch(loader)
         try:
             for position, (batch, _) in enumerate(epoch):
                 now = time.perf_counter()
@@ -91,7 +82,7 @@ def loader_alone(loader, batches: int, device: torch.device, restarts: int = 3) 
                 if steady_batches >= batches:
                     break
         finally:
-            finish(epoch)
+            epoch.close()
             sync(device)
     rate, later_starts = images / steady_s, starts[1:]
     if not later_starts:
@@ -99,33 +90,29 @@ def loader_alone(loader, batches: int, device: torch.device, restarts: int = 3) 
     return rate, max(0.0, sum(later_starts) / len(later_starts) - steady_s / steady_batches)
 
 
-# why a loader's torch operations per batch are not counted (the profiler sees one thread)
-UNCOUNTED = {"ffcv": "made in FFCV's own threads, which the profiler of this thread does not see",
-             "torchvision": "made in DataLoader worker processes, which the profiler of this process does not see"}
-
-
-def per_batch_costs(kind: str, loader, batch: int, img_per_s: float) -> dict:
+def per_batch_costs(loader: Loader, batch: int, img_per_s: float) -> dict:
     """What one batch of a loader measured alone costs the host: `torch_ops` its device work
     calls from Python and `augmentation_ops` its augmentation's (the device loader's, counted
-    with torch.profiler; None for the others: UNCOUNTED), `host_s` its host work (the device
+    with torch.profiler; None for the others: their kind's `uncounted_ops`), `host_s` its host work (the device
     loader's compiled gather, median; FFCV's and torchvision's whole batch at their rate alone:
     all of their work is host work); the device loader's `decode_s`, its device's JPEG decode,
     and `device_s`, the rest of its device part (on a GPU the Python that queues it, on a CPU
     the work itself), medians (None for the others)."""
-    if kind != "device":
+    if loader.kind.uncounted_ops is not None:
         return {"torch_ops": None, "augmentation_ops": None, "host_s": batch / img_per_s,
                 "device_s": None, "decode_s": None}
-    from ..data.device_loader import AUGMENT
-    ms = loader.figures.per_batch_ms()          # of the batches timed: before the count's two
+    from ..loaders.device_loader import AUGMENT, DeviceLoader
+    assert isinstance(loader, DeviceLoader), "the one loader whose operations are counted"
+    ms = loader.timings.per_batch_ms()          # of the batches timed: before the count's two
     counted = loader.ops_per_batch()
     return {"torch_ops": counted.ops, "augmentation_ops": counted.parts[AUGMENT] if loader.augment else None,
             **{f"{name}_s": None if value is None else value / 1e3 for name, value in ms.items()}}
 
 
-def describe_costs(kind: str, costs: dict, threads: int) -> str:
+def describe_costs(kind: LoaderKind, costs: dict, threads: int) -> str:
     """One line of what per_batch_costs found, for people."""
     if costs["torch_ops"] is None:
-        return (f"per batch: torch operations n/a ({UNCOUNTED[kind]}); host {costs['host_s'] * 1e3:.1f} ms "
+        return (f"per batch: torch operations n/a ({kind.uncounted_ops}); host {costs['host_s'] * 1e3:.1f} ms "
                 f"(its whole batch with {threads} thread(s): all of its work is on the host)")
     augmentation = (f", its augmentation's {costs['augmentation_ops']} apart"
                     if costs["augmentation_ops"] is not None else "")

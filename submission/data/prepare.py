@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from ..config import Config, ConfigError, in_repository
+from ..loader_kinds import kind_of
 from . import sources
 from .beton_cache import cached_beton, head_sha256, write_settings
 from .beton_samples import refuse_unreadable
@@ -60,6 +61,16 @@ def _source_splits(config: Config) -> tuple:
     return _subset(train, config.train_limit), _subset(val, config.eval_limit), name
 
 
+def refuse_unreadable_by_the_loaders(config: Config, train_path: Path, val_path: Path) -> None:
+    """A ConfigError before run_start for a .beton that the run's loaders read with their own
+    reader (data/beton_samples.py) and whose layout it cannot read; its header and fields only:
+    no sample is read, and nothing when FFCV's Loader reads both."""
+    train = kind_of(config.train_loader)
+    for kind, path in ((train, train_path), (kind_of(train.evaluation), val_path)):
+        if kind.reads_beton_itself:
+            refuse_unreadable(path, kind.word)
+
+
 def prepare(config: Config, world_size: int | None = None) -> PreparedData:
     """Return the .beton pair for this configuration, writing what is missing.
 
@@ -85,9 +96,7 @@ def prepare(config: Config, world_size: int | None = None) -> PreparedData:
     settings = write_settings(config)
     train_path = cached_beton(train, folder, "train", settings, workers)
     val_path = cached_beton(val, folder, "val", settings, workers)
-    if config.train_loader == "device":     # its header and fields only: no sample is read
-        for path in (train_path, val_path):
-            refuse_unreadable(path, "device")
+    refuse_unreadable_by_the_loaders(config, train_path, val_path)
     # one batch for each loader: enough to compile its pipeline (warmup.warm_up_loaders)
     count = max(config.batch_per_device, config.eval_batch)
     synthetic_folder = cache_folder(config) / "synthetic"

@@ -14,7 +14,7 @@ sam                 sharpness-aware minimisation around a base optimizer (every 
 stochastic_depth    per-sample / per-block stochastic depth for ResNet Bottlenecks
 colout              batch-wise removal of random rows and columns
 randaugment         per-image PIL augmentation (Hot), in the torchvision loader's workers
-                    (data/run_loaders.py hands it to data/torchvision_loader.py)
+                    (loaders/run_loaders.py hands it to loaders/torchvision_loader.py)
 
 Not in a published recipe (docs/cpu-augment.md):
 trivialaugment      one PIL operation per image in place of RandAugment, where RandAugment acts

@@ -11,9 +11,9 @@ import copy
 import torch
 from torch import nn
 
+from .declarations.ema import smoothing_per_update
 
-def smoothing_per_update(half_life_batches: float, update_every_batches: int) -> float:
-    return 0.5 ** (update_every_batches / half_life_batches)
+__all__ = ["EMA", "smoothing_per_update"]
 
 
 class EMA:

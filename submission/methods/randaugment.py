@@ -24,6 +24,8 @@ from typing import Callable
 import numpy as np
 from PIL import Image, ImageEnhance, ImageOps
 
+from .declarations.randaugment import RandAugmentSet
+
 BILINEAR = Image.Resampling.BILINEAR
 AFFINE = Image.Transform.AFFINE
 
@@ -121,7 +123,7 @@ sharpness = Operation("sharpness", _factor, _enhance(ImageEnhance.Sharpness))
 
 GEOMETRIC = [autocontrast, equalize, posterize, rotate, solarize, shear_x, shear_y, translate_x,
              translate_y]
-AUGMENTATION_SETS: dict[str, list[Operation]] = {          # P:L359 on
+AUGMENTATION_SETS: dict[RandAugmentSet, list[Operation]] = {          # P:L359 on
     "all": GEOMETRIC + [color, contrast, brightness, sharpness],
     "safe": GEOMETRIC,
     "original": GEOMETRIC + [Operation(kind, _original_factor, _enhance(enhancement)) for kind, enhancement in (
@@ -131,7 +133,7 @@ AUGMENTATION_SETS: dict[str, list[Operation]] = {          # P:L359 on
 
 
 def randaugment_image(img: Image.Image, severity: int = 10, depth: int = 1,
-                      augmentation_set: str = "all") -> Image.Image:
+                      augmentation_set: RandAugmentSet = "all") -> Image.Image:
     """`img` after `depth` operations, each drawn from the set and applied at `severity`."""
     operations = AUGMENTATION_SETS[augmentation_set]
     for _ in range(depth):
@@ -142,7 +144,7 @@ def randaugment_image(img: Image.Image, severity: int = 10, depth: int = 1,
 class RandAugment:
     """The per-image transform (PIL in, PIL out), for a torchvision Compose."""
 
-    def __init__(self, severity: int = 10, depth: int = 1, augmentation_set: str = "all"):
+    def __init__(self, severity: int = 10, depth: int = 1, augmentation_set: RandAugmentSet = "all"):
         if not 0 <= severity <= 10:
             raise ValueError(f"RandAugment severity must be in [0, 10], got {severity}")
         if depth < 0:

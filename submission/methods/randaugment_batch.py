@@ -23,13 +23,14 @@ import torch
 import torch.nn.functional as F
 from torchvision.transforms.v2 import functional as tvf
 
+from .declarations.randaugment import RandAugmentSet
 from .randaugment import AUGMENTATION_SETS, translation_pixels
 
 GREY = (19595, 38470, 7471)          # PIL's RGB -> L weights, in 1/65536 (Convert.c, L24)
 ROUND_OFF = 1e-9
 
 
-def draw(count: int, severity: float, depth: int, augmentation_set: str,
+def draw(count: int, severity: float, depth: int, augmentation_set: RandAugmentSet,
          random: np.random.Generator) -> list[tuple[np.ndarray, np.ndarray]]:
     """For each of `depth` steps: (the operation of each image, as an index into the set; the
     value each image's operation applies), drawn as randaugment.py draws them."""
@@ -52,7 +53,7 @@ def draw_operations(count: int, operations: list, severity: float, depth: int,
 
 
 def apply(images: torch.Tensor, steps: list[tuple[np.ndarray, np.ndarray]],
-          augmentation_set: str) -> torch.Tensor:
+          augmentation_set: RandAugmentSet) -> torch.Tensor:
     """`images` (uint8, N x 3 x H x W) after the drawn steps, each image's own."""
     return apply_operations(images, steps, AUGMENTATION_SETS[augmentation_set])
 
@@ -74,7 +75,7 @@ def apply_operations(images: torch.Tensor, steps: list[tuple[np.ndarray, np.ndar
     return images
 
 
-def randaugment(images: torch.Tensor, severity: float, depth: int, augmentation_set: str,
+def randaugment(images: torch.Tensor, severity: float, depth: int, augmentation_set: RandAugmentSet,
                 random: np.random.Generator) -> torch.Tensor:
     """RandAugment on a batch: draw, then apply."""
     return apply(images, draw(len(images), severity, depth, augmentation_set, random), augmentation_set)

@@ -28,12 +28,14 @@ same submodules under the same names, so parameter and state-dict names are unch
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, get_args
 
 import torch
 from torch import nn
 
-from .declarations.stochastic_depth import DISTRIBUTIONS, METHODS
+from .declarations.stochastic_depth import StochasticDepthDistribution, StochasticDepthMethod
+
+METHODS, DISTRIBUTIONS = get_args(StochasticDepthMethod), get_args(StochasticDepthDistribution)
 
 if TYPE_CHECKING:
     from torchvision.models.resnet import Bottleneck
@@ -50,7 +52,7 @@ class StochasticBottleneck(nn.Module):
     relu: nn.Module
     downsample: nn.Module | None
 
-    def __init__(self, block: Bottleneck, drop_rate: float, method: str = "sample"):
+    def __init__(self, block: Bottleneck, drop_rate: float, method: StochasticDepthMethod = "sample"):
         super().__init__()
         if method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {method!r}")
@@ -87,7 +89,8 @@ class StochasticBottleneck(nn.Module):
         return self.relu(out + self.shortcut(x))
 
 
-def block_drop_rates(count: int, drop_rate: float, distribution: str = "linear") -> list[float]:
+def block_drop_rates(count: int, drop_rate: float,
+                     distribution: StochasticDepthDistribution = "linear") -> list[float]:
     """The drop rate of each of `count` blocks, in order."""
     if distribution not in DISTRIBUTIONS:
         raise ValueError(f"distribution must be one of {DISTRIBUTIONS}, got {distribution!r}")
@@ -108,8 +111,8 @@ def _bottlenecks(model: nn.Module, kind: type) -> list[tuple[nn.Module, str, nn.
     return found
 
 
-def apply_stochastic_depth(model: nn.Module, drop_rate: float = 0.1, method: str = "sample",
-                           distribution: str = "linear") -> nn.Module:
+def apply_stochastic_depth(model: nn.Module, drop_rate: float = 0.1, method: StochasticDepthMethod = "sample",
+                           distribution: StochasticDepthDistribution = "linear") -> nn.Module:
     """Replace every Bottleneck of `model` in place; returns the model."""
     from torchvision.models.resnet import Bottleneck    # torchvision takes seconds to import
     blocks = _bottlenecks(model, Bottleneck)

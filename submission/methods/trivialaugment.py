@@ -27,6 +27,7 @@ trivialaugment_batch.py: the same draws, per image, tested against these.
 from __future__ import annotations
 
 import math
+from typing import get_args
 
 import numpy as np
 import torch
@@ -34,9 +35,10 @@ from PIL import Image
 from torchvision.transforms import InterpolationMode
 from torchvision.transforms import functional as F
 
+from .declarations.trivialaugment import TrivialAugmentSpace
 from .randaugment import AUGMENTATION_SETS, Operation, _signed, randaugment_image
 
-SPACES = ("wide", "composer")
+SPACES = tuple(space for space in get_args(TrivialAugmentSpace) if space != "none")   # wide, composer
 BINS = 31                       # TV:L397 num_magnitude_bins
 COMPOSER_SEVERITY = 10          # randaugment.py's largest: levels over each operation's whole range
 NEAREST = InterpolationMode.NEAREST

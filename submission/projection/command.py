@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from ..config import parse_overrides
 from ..preflight import resolve_here
-from ..options import parse
-from ..bench_profile import ProfileError, read
+from ..options import ProjectOptions
+from ..bench_profile import ProfileError, eager_beside, read
 from ..run_plan import RunPlan
 from .estimate import project
 from .hints import BENCH_HINT, loader_remedy
@@ -13,10 +13,8 @@ from .schedule import dataset_images
 from .text import format_projection
 
 
-def main(words: list[str]) -> int:
-    options, words = parse("project", words)
-    profile_path, loader_path, dp_efficiency = (options["profile"], options["loader_profile"],
-                                                options["dp_efficiency"])
+def main(options: ProjectOptions, words: list[str]) -> int:
+    profile_path, loader_path, dp_efficiency = options.profile, options.loader_profile, options.dp_efficiency
     config = resolve_here(None, parse_overrides(words))
     bench_hint = BENCH_HINT.format(system=config.system_id)
     if not profile_path:
@@ -29,5 +27,6 @@ def main(words: list[str]) -> int:
     profile = read(profile_path, "profile", bench_hint)
     loader_profile = (read(loader_path, "loader_profile", loader_remedy(config))
                       if loader_path else None)
-    print(format_projection(project(config, profile, loader_profile, dp_efficiency)))
+    print(format_projection(project(config, profile, loader_profile, dp_efficiency,
+                                    eager_beside=eager_beside(profile))))
     return 0

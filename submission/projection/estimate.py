@@ -12,16 +12,18 @@ from .result import Projection
 
 
 def project(config: Config, profile: BenchProfile, loader_profile: BenchProfile | None = None,
-            dp_efficiency: float | None = None, infer_sides: bool = False) -> Projection:
+            dp_efficiency: float | None = None, infer_sides: bool = False,
+            eager_beside: BenchProfile | None = None) -> Projection:
     """The run `config` describes, projected from `profile`'s rates (the loader's from
     `loader_profile` when given) with `dp_efficiency` (default: 1 for one process,
     DEFAULT_DP_EFFICIENCY for more); infer_sides: sides the profile lacks are inferred from
-    their neighbours even for its own recipe (a run of another length). ProfileError: the
+    their neighbours even for its own recipe (a run of another length); eager_beside: the eager
+    profile whose shape a compiled profile's sides in between follow. ProfileError: the
     profile lacks a figure the run needs."""
     efficiency = dp_efficiency_of(config, dp_efficiency)
     images = train_images, eval_images = schedule.dataset_images(config)
     plan = RunPlan.of(config, train_images)
-    model = rates(config, plan, profile, loader_profile, efficiency, infer_sides)
+    model = rates(config, plan, profile, loader_profile, efficiency, infer_sides, eager_beside)
     parts = schedule.parts_until(config, plan, profile, model, eval_images, plan.total_steps)
     early = schedule.early_stop(config, plan, profile, model, eval_images)
     power = profile.power

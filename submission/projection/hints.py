@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..config import Config
+from ..loader_kinds import recipe_loader_if_replaced
 
 BENCH_HINT = ("measure one on the target machine: `python -m submission bench system={system} "
               "json=profile-{system}.json`, then `python -m submission project system={system} "
@@ -13,8 +14,7 @@ def bench_command(config: Config) -> str:
     profile holds the loader that configuration trains with."""
     ratio = (f" scale_schedule_ratio={config.scale_schedule_ratio:g}"
              if config.recipe != "mild" else "")
-    loader = (f" train_loader={config.train_loader}"
-              if config.train_loader != config.recipe_value("train_loader") else "")
+    loader = f" train_loader={config.train_loader}" if recipe_loader_if_replaced(config) is not None else ""
     return (f"python -m submission bench recipe={config.recipe}{ratio}{loader} data_dir=DIR "
             f"json=loader-{config.recipe}.json")
 

@@ -6,10 +6,12 @@ rate per thread and the threads the system gives it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from .. import inventory
 from ..config import Config, ConfigError
 from ..bench_profile import BenchProfile, FedStep, Loader, ProfileError
+from ..loader_kinds import kind_of
 from ..run_plan import RunPlan
 from .hints import BENCH_HINT, loader_remedy
 
@@ -24,13 +26,24 @@ SIDE_MARGIN = 0.10
 @dataclass(frozen=True)
 class StepTimes:
     seconds: dict[int, float]     # per image per process at each side of the run, before SAM
-    inferred: list[str]           # how each side the profile lacks was had
+    inferred: dict[int, str]      # how each side the profile lacks was had
     profile_recipe: str
     profile_sam: int
     sam_factor: float             # the run's SAM passes a step over the profile's
+    compiled: bool = False        # the profile's compiled step (its compiled rows), not the eager one
+    cuda_graphs: bool = False     # compiled and replayed as CUDA graphs
+    measured_sides: tuple[int, ...] = ()
 
     def other_recipe(self, config: Config) -> bool:
         return self.profile_recipe != config.recipe
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The eager step's seconds per image by side, which a compiled step measured at two sides
+    follows in between, and where they come from."""
+    seconds: dict[int, float]
+    source: str
 
 
 @dataclass(frozen=True)
@@ -50,7 +63,7 @@ class LoaderModel:
     def scales_with_threads(self) -> bool:
         """A CPU loader's rate grows with its threads; the device loader's is the device's (its
         threads only gather bytes), taken per process as measured."""
-        return self.kind != "device"
+        return not kind_of(self.kind).on_device
 
     @property
     def per_process(self) -> float:
@@ -86,11 +99,12 @@ def sam_passes(interval: int) -> float:
     return 1 + 1 / interval if interval else 1.0
 
 
-def side_seconds(train_step: dict[int, float], side: int) -> tuple[float, str]:
-    """Seconds per image of the step at `side` from the rates by side: measured, or between
-    the nearest measured sides linear in the area (side squared), or within SIDE_MARGIN
-    outside the measured range the nearest one's scaled by the area; and how it was had
-    ("" when measured). ValueError: further outside."""
+def side_seconds(train_step: dict[int, float], side: int, shape: Shape | None = None) -> tuple[float, str]:
+    """Seconds per image of the step at `side` from the rates by side: measured; or between the
+    nearest measured sides by the step's cost per image, along `shape` (the eager step's, where
+    it holds the three sides), else linear in the area (FLOPs per image scale with side^2); or
+    within SIDE_MARGIN outside the measured range the nearest one's scaled by the area; and how
+    it was had, after the side ("" when measured). ValueError: further outside."""
     if side in train_step:
         return 1 / train_step[side], ""
     measured = sorted(train_step)
@@ -100,32 +114,62 @@ def side_seconds(train_step: dict[int, float], side: int) -> tuple[float, str]:
     if below and above:
         low, high = below[-1], above[0]
         share = (side ** 2 - low ** 2) / (high ** 2 - low ** 2)
-        return (seconds[low] + (seconds[high] - seconds[low]) * share,
-                f"{side} px between {low} and {high} px, linear in the area")
+        how = "linear in the area"
+        if shape is not None and {low, high, side} <= shape.seconds.keys():
+            along = shape.seconds
+            if along[high] != along[low]:
+                share = (along[side] - along[low]) / (along[high] - along[low])
+                how = f"along the eager step's cost per image ({shape.source})"
+        return seconds[low] + (seconds[high] - seconds[low]) * share, f"between {low} and {high} px, {how}"
     nearest = below[-1] if below else above[0]
     if abs(side - nearest) > SIDE_MARGIN * nearest:
         raise ValueError(side)
     return (seconds[nearest] * (side / nearest) ** 2,
-            f"{side} px from {nearest} px scaled by the area (outside the measured {measured[0]}-"
+            f"from {nearest} px scaled by the area (outside the measured {measured[0]}-"
             f"{measured[-1]} px by {abs(side - nearest) / nearest:.0%})")
 
 
-def step_times(config: Config, plan: RunPlan, profile: BenchProfile, infer_sides: bool = False) -> StepTimes:
-    """The step's time per image at every side of `plan`; a side the profile lacks is
-    inferred only for a profile of another recipe (whose sides differ), or with infer_sides
-    (a run of another length: a tradeoff's budgets), and not far outside."""
+def compiled_rates(config: Config, profile: BenchProfile) -> dict[int, float]:
+    """The compiled step's rates the run is projected with ({}: the eager step's): where the run
+    compiles, or where the profile measured only the compiled step."""
+    return profile.compiled_img_per_s if config.compile or profile.of_the_compiled_step else {}
+
+
+def eager_shape(profile: BenchProfile, beside: BenchProfile | None) -> Shape | None:
+    """What a compiled profile's sides in between follow: the eager step of the same bench where
+    it measured more than the compiled sides (a full `bench compile=true`), else that of the eager
+    profile beside it (qualify's record); None: neither."""
+    own = {side: 1 / f.img_per_s for side, f in profile.train_step.items()}
+    if own.keys() - profile.compiled_img_per_s.keys():
+        return Shape(own, "the eager step measured in the same bench")
+    if beside is not None:
+        return Shape({side: 1 / f.img_per_s for side, f in beside.train_step.items()},
+                     f"the eager profile {Path(beside.file).name} beside it")
+    return None
+
+
+def step_times(config: Config, plan: RunPlan, profile: BenchProfile, infer_sides: bool = False,
+               eager_beside: BenchProfile | None = None) -> StepTimes:
+    """The step's time per image at every side of `plan`: the compiled step's where the run
+    compiles (compile=true) and the profile compiled it, or where the profile measured only the
+    compiled step (a compiled bench measures two sides: those between are inferred); else the
+    eager one's. A side the profile lacks is inferred for the compiled step, a profile of
+    another recipe (whose sides differ), or with infer_sides (a run of another length: a
+    tradeoff's budgets), and not far outside."""
     profile_recipe = profile.settings.get("recipe") or config.recipe
-    may_infer = profile_recipe != config.recipe or infer_sides
-    rates = {side: figures.img_per_s for side, figures in profile.train_step.items()}
+    compiled = compiled_rates(config, profile)
+    may_infer = profile_recipe != config.recipe or infer_sides or bool(compiled)
+    rates = compiled or {side: figures.img_per_s for side, figures in profile.train_step.items()}
+    shape = eager_shape(profile, eager_beside) if compiled else None
     sides = sorted(set(plan.sides()))
-    seconds, inferred = {}, []
+    seconds, inferred = {}, {}
     for side in sides:
         try:
-            seconds[side], how = side_seconds(rates, side)
+            seconds[side], how = side_seconds(rates, side, shape)
         except ValueError:
             how = None
         if how:
-            inferred.append(how)
+            inferred[side] = how
     missing = [side for side in sides if side not in rates]
     beyond = [side for side in missing if side not in seconds]
     if missing and (not may_infer or beyond):
@@ -139,7 +183,9 @@ def step_times(config: Config, plan: RunPlan, profile: BenchProfile, infer_sides
     # SAM: every sam_interval-th step is two passes; the profile's per-side means hold
     # its own recipe's share of them (the bench times a multiple of sam_interval steps)
     return StepTimes(seconds, inferred, profile_recipe, profile.sam_interval,
-                     sam_passes(config.sam_interval) / sam_passes(profile.sam_interval))
+                     sam_passes(config.sam_interval) / sam_passes(profile.sam_interval),
+                     bool(compiled), bool(compiled) and bool(profile.settings.get("cuda_graphs")),
+                     tuple(sorted(rates)))
 
 
 def host_vcpus(config: Config) -> tuple[int, str]:
@@ -236,9 +282,9 @@ def dp_efficiency_of(config: Config, given: float | None) -> float:
 
 
 def rates(config: Config, plan: RunPlan, profile: BenchProfile, loader_profile: BenchProfile | None,
-          dp_efficiency: float, infer_sides: bool = False) -> Rates:
+          dp_efficiency: float, infer_sides: bool = False, eager_beside: BenchProfile | None = None) -> Rates:
     processes = config.world_size
-    step = step_times(config, plan, profile, infer_sides)
+    step = step_times(config, plan, profile, infer_sides, eager_beside)
     loader = loader_model(config, profile, loader_profile)
     costs = loader_costs(profile)
     loop_s, loop_per_image = loop_work(config, profile)

@@ -7,8 +7,9 @@ import math
 from .. import inventory, published
 from ..config import Config
 from ..bench_profile import RATE_SETTINGS, BenchProfile
+from ..loader_kinds import kind_of
 from ..run_plan import RunPlan
-from .rates import Rates, sam_passes
+from .rates import Rates, compiled_rates, sam_passes
 from .result import TRAINING, Part, Projection
 
 
@@ -100,9 +101,18 @@ def _adjustment_lines(config: Config, rates: Rates) -> list[str]:
             f"sam_interval {config.sam_interval}, over {sam_passes(step.profile_sam):.4g}, "
             f"sam_interval {step.profile_sam}); the other step methods (MixUp, ColOut, stochastic "
             "depth, which computes every branch in sample mode) not adjusted")
+    if step.compiled:
+        lines.append(f"the step compiled{' + CUDA graphs' if step.cuda_graphs else ''}, as the profile "
+                     f"measured it at {', '.join(map(str, step.measured_sides))} px: a run with compile=true"
+                     f"{' cuda_graphs=true' if step.cuda_graphs else ''}, every side compiled by the warm-up "
+                     "before run_start")
     if step.inferred:
+        sides_by_how: dict[str, list[int]] = {}
+        for side, how in step.inferred.items():
+            sides_by_how.setdefault(how, []).append(side)
         lines.append("sides the profile did not measure, inferred from the step time per image "
-                     "of the nearest measured sides: " + "; ".join(step.inferred))
+                     "of the nearest measured sides: "
+                     + "; ".join(f"{', '.join(map(str, sides))} px {how}" for how, sides in sides_by_how.items()))
     return lines
 
 
@@ -159,6 +169,13 @@ def warnings(config: Config, profile: BenchProfile, loader_profile: BenchProfile
     if measured.device and measured.device != config.device_type:
         found.append(f"the profile was measured on {measured.device}, {config.system_id} "
                      f"runs on {config.device_type}")
+    if config.compile and not profile.compiled_img_per_s:
+        found.append("the run compiles its step (compile=true), the profile measured the eager step only: "
+                     "this projects the eager step (`bench compile=true` measures the compiled one)")
+    if compiled_rates(config, profile) and settings.get("cuda_graphs") and config.world_size > 1:
+        found.append(f"the profile's step was compiled with CUDA graphs, which this harness replays in a "
+                     f"run of one process only (cuda_graphs=true is refused with {config.world_size}): a run "
+                     f"on {config.system_id} compiles without them, and may be slower than projected")
     if profile.setup_s is None and profile.loader_setup_s is None:
         found.append("the profile has no in-run set-up figures (setup_s): FFCV's first-epoch "
                      "compilation is not counted")
@@ -175,7 +192,7 @@ def loader_summary(config: Config, rates: Rates, parts: list[Part],
     """Where the loader limits the run: for a torchvision loader, or figures from
     loader_profile=; else none."""
     loader = rates.loader
-    if loader.kind != "torchvision" and loader_profile is None:
+    if not kind_of(loader.kind).pil_workers and loader_profile is None:
         return []
     train_parts = [part for part in parts if part.kind == TRAINING]
     limited = [part for part in train_parts if part.limited_by == "loader"]

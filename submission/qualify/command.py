@@ -2,7 +2,8 @@
 [key=value ...]`: the data checked once, then the parts of plan.py one after another inside the
 budget, each as its own process, and the folder of record.py written from what they measured.
 Exit status: 0 when every part ran or was left out for the budget, 1 when a part failed or none
-was measured, 2 for refused settings or data (nothing written), 130 when interrupted."""
+was measured, 2 for refused settings or data (nothing written), 130 (Ctrl-C) or 143 (SIGTERM) when
+interrupted, the record of what was measured written."""
 from __future__ import annotations
 
 import datetime
@@ -19,17 +20,24 @@ from pathlib import Path
 from .. import score
 from ..config import REPO_ROOT, ConfigError, parse_overrides
 from ..preflight import resolve_here
-from ..options import parse
+from ..options import QualifyOptions
 from ..data.prepare import cache_folder
 from ..data.synthetic_images import write_folder
 from ..bench_profile import read as read_profile
 from ..report import steadiness
-from ..results import results_root
+from ..results import read_campaign, results_root
 from ..run_folder import CampaignFolder
+from ..progress import evaluations, read_progress, windows
+from ..methods.declarations.ema import smoothing_per_update
+from ..data.data_json import PreparedData
+from ..stop_signals import FirstSignal, first_signal_interrupts
 from . import plan as planned
 from . import record
 
 STOP_GRACE_S = 10          # a part past the budget: SIGTERM, then this long before SIGKILL
+# a part qualify was interrupted in: long enough for a campaign to stop its run between two steps
+# and log run_stop (a CPU step under load takes seconds)
+INTERRUPT_GRACE_S = 30
 # how long each recipe's bench and projection train: the shortest budgets of the ImageNet grid
 # (submission/grids/imagenet.yaml), as Medium and Hot leave scale_schedule_ratio to the user
 RECIPE_SETTINGS = {"medium": {"scale_schedule_ratio": "0.75"}, "hot": {"scale_schedule_ratio": "3.0"}}
@@ -60,7 +68,7 @@ def _words(settings: dict[str, str]) -> list[str]:
 class Qualify:
     """One qualification: its settings, its budget, its folders, and the parts' outcomes."""
 
-    def __init__(self, options: dict, overrides: dict[str, str]):
+    def __init__(self, options: QualifyOptions, overrides: dict[str, str]):
         self.began = time.monotonic()
         # results_dir places the record (under results_dir/qualify/, as out= does); the parts
         # never get it: the short campaign runs in qualify's scratch folder, not among a user's results
@@ -73,12 +81,12 @@ class Qualify:
         probe = resolve_here(None, {**overrides, "dataset": "imagenet", "data_dir": given_data or "."})
         self.device_type = probe.device_type
         self.scale = planned.SCALES[self.device_type]
-        self.minutes = options["minutes"] or planned.DEFAULT_MINUTES[self.device_type]
-        self.recipes = _recipes(options["recipes"])
+        self.minutes = options.minutes or planned.DEFAULT_MINUTES[self.device_type]
+        self.recipes = _recipes(options.recipes)
         self.system_name = probe.system_name
         self.scratch = cache_folder(probe) / "qualify" / self.system_name
         stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-        self.out = (Path(options["out"]) if options["out"]
+        self.out = (Path(options.out) if options.out
                     else results_root(probe).qualify(self.system_name, stamp))
         self.data_dir = Path(given_data) if given_data else self.scratch / "data"
         self.common = {**self.scale.settings, "dataset": "imagenet", "data_dir": str(self.data_dir),
@@ -149,7 +157,7 @@ class Qualify:
         rc, stopped = run_until(argv, log, deadline=began + left - planned.RECORD_RESERVE_S - STOP_GRACE_S)
         seconds = time.monotonic() - began
         outcome = self.judge(part, command, estimate, seconds, rc, stopped)
-        if outcome.status == record.DONE:
+        if outcome.status in (record.DONE, record.STOPPED):     # a stopped part's: what it needs at least
             self.estimates.learn(part, seconds)
         self.say(f"{part.name}: {outcome.status} in {seconds:.0f} s" + (f" ({outcome.note})" if outcome.note else ""))
         return outcome
@@ -174,6 +182,20 @@ class Qualify:
         return record.PartOutcome(part.name, command, record.FAILED, estimate, seconds,
                                   f"exit code {rc}: qualify.log says why")
 
+    def run_parts(self, log, stop: FirstSignal) -> None:
+        """Every part of the plan in turn; a stop signal stops the part running (INTERRUPTED)
+        and the parts after it are not run."""
+        for part in planned.parts(self.device_type, self.recipes):
+            if stop.signum:
+                self.outcomes.append(record.PartOutcome(part.name, "", record.NOT_RUN, self.estimates.of(part),
+                                                        note=f"interrupted by {_said(stop.name)}"))
+                continue
+            try:
+                self.outcomes.append(self.run_part(part, log))
+            except KeyboardInterrupt:
+                self.outcomes.append(record.PartOutcome(part.name, "", record.INTERRUPTED, self.estimates.of(part),
+                                                        note=f"by {_said(stop.name)}"))
+
     # ---- the record --------------------------------------------------------------------
     def recipe_figures(self) -> list[record.RecipeFigures]:
         found = []
@@ -186,10 +208,6 @@ class Qualify:
             side = profile.settings["train_resolution"]
             power = profile.power
             watts = power.watts if power else None
-            settings = {k: v for k, v in self.common.items() if k not in ("data_dir", "cache_dir")}
-            project = ["python -m submission project", *_words({**settings, **RECIPE_SETTINGS.get(recipe, {}),
-                                                                 "recipe": recipe}),
-                       f"profile={self.out / record.profile_name(recipe)}"]
             step_img_per_s = profile.step_img_per_s
             assert step_img_per_s is not None       # qualify's bench times the step
             if power is None:
@@ -202,8 +220,15 @@ class Qualify:
                 recipe, record.profile_name(recipe), side, step_img_per_s,
                 profile.eval_img_per_s, profile.loader.img_per_s, (profile.mfu or {}).get("mfu"),
                 watts, getattr(power, "idle_watts", None) if power else None, power_note,
-                " ".join(project), loader_figures(profile)))
+                self.project_command(recipe, recipe), loader_figures(profile)))
         return found
+
+    def project_command(self, recipe: str, key: str) -> str:
+        """`project` of the profile `key` in the record, with the settings it was measured with."""
+        settings = {k: v for k, v in self.common.items() if k not in ("data_dir", "cache_dir")}
+        return " ".join(["python -m submission project",
+                         *_words({**settings, **RECIPE_SETTINGS.get(recipe, {}), "recipe": recipe}),
+                         f"profile={self.out / record.profile_name(key)}"])
 
     def compiled_figures(self) -> list[record.CompiledFigures]:
         found = []
@@ -211,13 +236,16 @@ class Qualify:
             if "-compiled" not in key:
                 continue
             profile = read_profile(path)
+            recipe = profile.settings["recipe"]
+            shutil.copyfile(path, self.out / record.profile_name(key))   # projects beside the eager one
             compiled = dict(profile.compiled or {})
             changes = compiled.pop("side_changes", {})
             found.append(record.CompiledFigures(
-                profile.settings["recipe"], bool(profile.settings.get("cuda_graphs")),
+                recipe, bool(profile.settings.get("cuda_graphs")),
                 {side: {k: v[k] for k in ("img_per_s", "eager_img_per_s", "first_step_s")}
                  for side, v in compiled.items()},
-                {change: v["lost_s"] for change, v in changes.items()}))
+                {change: v["lost_s"] for change, v in changes.items()},
+                record.profile_name(key), self.project_command(recipe, key)))
         return found
 
     def campaign_figures(self) -> record.CampaignFigures | None:
@@ -232,17 +260,39 @@ class Qualify:
         summary = score.summarize(folder)
         runs_steady = {r.run: r for r in steadiness.campaign_steadiness(folder)}
         runs, checks = [], []
-        for result, run in zip(CampaignFolder(folder).result_files(), summary.runs):
+        campaign = CampaignFolder(folder)
+        for result, run in zip(campaign.result_files(), summary.runs):
             steady = runs_steady.get(result.stem)
             used = score.run_energy_of(result)
             runs.append(record.CampaignRun(
                 result.stem, run.status + (f" ({run.reason})" if run.reason else ""), run.minutes,
                 used.joules, steady.first_window_ratio if steady else None,
                 steady.first_eval_ratio if steady else None,
-                [vars(c) for c in (steady.side_changes or [])] if steady else []))
+                [vars(c) for c in (steady.side_changes or [])] if steady else [],
+                *_learning(campaign.progress_of(result))))
             checks.append(self.energy_check(result.stem, used))
+        classes = PreparedData.load(campaign.data).num_classes
+        learned, verdict = record.verdict(runs, classes)
         return record.CampaignFigures(str(folder), runs, summary.campaign_kwh, summary.energy_note,
-                                      "; ".join(dict.fromkeys(checks)))
+                                      "; ".join(dict.fromkeys(checks)), classes,
+                                      self.ema_words(folder, max((r.steps for r in runs), default=0)), learned,
+                                      verdict)
+
+    def ema_words(self, folder: Path, steps: int) -> str:
+        """How the campaign in `folder` scaled the EMA its evaluations score, against the recipe's own."""
+        ran = read_campaign(folder)
+        settings = ran.settings if ran is not None else self.scale.campaign
+        half_life, every = float(settings["ema_half_life_batches"]), int(settings["ema_update_every_batches"])
+        own = resolve_here(None, {**self.common, "recipe": self.recipes[0]})
+
+        def kept(half_life: float, every: int) -> float:    # of the initial weights, after `steps`
+            return smoothing_per_update(half_life, every) ** (steps // every)
+        return (f"The EMA the evaluations score is scaled to the campaign's length, as submission/embedded.yaml "
+                f"scales it: half-life {half_life:g} batches, an update every "
+                f"{'batch' if every == 1 else f'{every} batches'}; after a run's {steps} "
+                f"steps it holds {kept(half_life, every):.1%} of the initial weights (the recipe's half-life "
+                f"{own.ema_half_life_batches:g}, every {own.ema_update_every_batches}, made for its full run, "
+                f"would hold {kept(own.ema_half_life_batches, own.ema_update_every_batches):.0%}).")
 
     def energy_check(self, run: str, used) -> str:
         """The run's joules against idle power x time and the power limit x time."""
@@ -258,7 +308,9 @@ class Qualify:
                 f"{'within' if within else 'OUTSIDE'} [{_kj(low)}, {_kj(high)}] kJ "
                 f"(idle {idle or 0:.0f} W x time, power limit {used.power_limit_watts or 0:.0f} W x time)")
 
-    def write_record(self, data: str) -> Path:
+    def write_record(self, data: str, interrupted: str = "") -> tuple[Path, record.Qualification]:
+        """qualify.json and qualify.md from what the parts measured; `interrupted`: the stop
+        signal that ended the parts early, as a user knows it."""
         import torch
 
         from ..system_json import fill_from_host
@@ -271,8 +323,8 @@ class Qualify:
             datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), _commit(),
             torch.__version__, self.minutes, (time.monotonic() - self.began) / 60, data,
             {k: v for k, v in self.common.items() if k not in ("data_dir", "cache_dir")}, self.outcomes,
-            self.recipe_figures(), self.compiled_figures(), self.campaign_figures())
-        return record.write(self.out, q)
+            self.recipe_figures(), self.compiled_figures(), self.campaign_figures(), interrupted)
+        return record.write(self.out, q), q
 
 
 def loader_figures(profile) -> list[record.LoaderFigures]:
@@ -288,6 +340,14 @@ def loader_figures(profile) -> list[record.LoaderFigures]:
         for loader, fed, eval_rate in measured]
 
 
+def _learning(progress: Path | None) -> tuple[float | None, float | None, int, int]:
+    """A campaign run's top-1 at its first and last evaluation, its evaluations and its steps."""
+    records = read_progress(progress) if progress is not None and progress.is_file() else []
+    evals = [r["accuracy"] for r in evaluations(records)]
+    steps = max((r["total_steps"] for r in windows(records)), default=0)
+    return (evals[0] if evals else None), (evals[-1] if evals else None), len(evals), steps
+
+
 def _kj(joules: float | None) -> str:
     return "?" if joules is None else f"{joules / 1000:.3g}"
 
@@ -299,12 +359,15 @@ def run_until(argv: list[str], log, deadline: float) -> tuple[int, bool]:
     job = subprocess.Popen([sys.executable, "-m", "submission", *argv], cwd=REPO_ROOT, text=True,
                            bufsize=1, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    console = threading.Event()
+    console.set()
 
     def relay() -> None:
         assert job.stdout is not None     # a pipe
         for line in job.stdout:
-            sys.stdout.write("    " + line)
-            sys.stdout.flush()
+            if console.is_set():
+                sys.stdout.write("    " + line)
+                sys.stdout.flush()
             log.write(line)
             log.flush()
     thread = threading.Thread(target=relay, daemon=True)
@@ -320,9 +383,12 @@ def run_until(argv: list[str], log, deadline: float) -> tuple[int, bool]:
                 _signal(job, signal.SIGKILL)
             time.sleep(0.2)
     except KeyboardInterrupt:
+        # the part's last lines go to the log only: a campaign's "re-run the same command to
+        # resume" is not for qualify's user (qualify redoes its campaign)
+        console.clear()
         _signal(job, signal.SIGTERM)
         try:
-            job.wait(STOP_GRACE_S)
+            job.wait(INTERRUPT_GRACE_S)
         except subprocess.TimeoutExpired:
             _signal(job, signal.SIGKILL)
         raise
@@ -338,32 +404,29 @@ def _signal(job: subprocess.Popen, sig: int) -> None:
         pass
 
 
-def main(words: list[str]) -> int:
-    options, words = parse("qualify", words)
+def main(options: QualifyOptions, words: list[str]) -> int:
     overrides = parse_overrides(words)
     q = Qualify(options, overrides)
     q.say(f"{q.device_type} scale, budget {q.minutes:g} min; the record goes to {q.out}")
-    data = q.make_data()
-    q.check_data()
-    q.out.mkdir(parents=True, exist_ok=True)
-    interrupted = False
-    with open(q.out / record.LOG, "w") as log:
-        for part in planned.parts(q.device_type, q.recipes):
-            if interrupted:
-                q.outcomes.append(record.PartOutcome(part.name, "", record.LEFT_OUT, q.estimates.of(part),
-                                                     note="interrupted"))
-                continue
-            try:
-                q.outcomes.append(q.run_part(part, log))
-            except KeyboardInterrupt:
-                interrupted = True
-                q.outcomes.append(record.PartOutcome(part.name, "", record.STOPPED, q.estimates.of(part),
-                                                     note="interrupted (Ctrl-C)"))
-    path = q.write_record(data)
-    q.say(f"record: {path}")
-    q.say(f"done in {(time.monotonic() - q.began) / 60:.2f} min of {q.minutes:g}; "
-          + record.outcomes_line(q.outcomes))
-    if interrupted:
-        return 130
+    with first_signal_interrupts() as stop:
+        try:
+            data = q.make_data()
+            q.check_data()
+        except KeyboardInterrupt:
+            q.say(f"interrupted by {_said(stop.name)} before any part ran: nothing measured, nothing recorded")
+            return stop.exit_status
+        q.out.mkdir(parents=True, exist_ok=True)
+        with open(q.out / record.LOG, "w") as log:
+            q.run_parts(log, stop)
+        stop.hold()           # the record is written whole whatever arrives now
+        path, written = q.write_record(data, _said(stop.name) if stop.signum else "")
+    q.say(record.closing_line(written, path))
+    if stop.signum:
+        return stop.exit_status
     measured = any(o.status == record.DONE for o in q.outcomes)
     return 0 if measured and not any(o.status == record.FAILED for o in q.outcomes) else 1
+
+
+def _said(signal_name: str) -> str:
+    """A stop signal as a user knows it: Ctrl-C, or the signal's name."""
+    return "Ctrl-C" if signal_name == "SIGINT" else signal_name

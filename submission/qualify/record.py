@@ -5,27 +5,30 @@ here) and the record for people (qualify.md).
     <out>/qualify.json           the same figures as data (Qualification)
     <out>/qualify.log            every part's output, in order
     <out>/profile_<recipe>.json  each recipe's eager bench profile (`project`, `tradeoff` read them)
+    <out>/profile_<recipe>-compiled[-graphs].json   a compiled bench's (on a GPU): `project` reads
+                                 it with the eager profile beside it
     <out>/campaign-report.md     the short campaign's report (steadiness, energy)
 
-At most 8 files, none over a few MiB: small enough to copy back from a rented machine.
+At most 11 files (4 on a CPU besides the profiles), none over a few MiB: small enough to copy
+back from a rented machine.
 """
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..bench_profile import file_name
 from ..jsonfile import record_from_dict, write_json
-from .plan import NOT_COMPILED
+from .plan import LEARNED_OVER_CHANCE, NOT_COMPILED, RECORD_RESERVE_S
 
 RECORD, MARKDOWN, LOG, REPORT = "qualify.json", "qualify.md", "qualify.log", "campaign-report.md"
 DONE, FAILED, LEFT_OUT, STOPPED = "done", "failed", "left out", "stopped at the budget's end"
-
-
-def profile_name(recipe: str) -> str:
-    return f"profile_{recipe}.json"
+INTERRUPTED, NOT_RUN = "interrupted", "not run"     # the part a stop signal stopped; those after it
+profile_name = file_name     # each bench's profile in the folder: profile_mild.json, profile_mild-compiled-graphs.json
 
 
 @dataclass
@@ -40,9 +43,9 @@ class PartOutcome:
 
 def outcomes_line(parts: list[PartOutcome]) -> str:
     """What was measured and what was not, by status: "measured: a, b; FAILED: c; left out: d"."""
-    named = {status: [p.name for p in parts if p.status == status]
-             for status in (DONE, FAILED, STOPPED, LEFT_OUT)}
-    words = {DONE: "measured", FAILED: "FAILED", STOPPED: "stopped at the budget's end", LEFT_OUT: "left out"}
+    words = {DONE: "measured", FAILED: "FAILED", INTERRUPTED: "interrupted", STOPPED: "stopped at the budget's end",
+             LEFT_OUT: "left out for the budget", NOT_RUN: "not run"}
+    named = {status: [p.name for p in parts if p.status == status] for status in words}
     found = [f"{words[status]}: {', '.join(names)}" for status, names in named.items() if names]
     return "; ".join(found) if named[DONE] else "nothing measured; " + "; ".join(found)
 
@@ -82,6 +85,8 @@ class CompiledFigures:
     cuda_graphs: bool
     sides: dict[str, dict[str, float]]         # side -> img_per_s, eager_img_per_s, first_step_s
     side_changes: dict[str, float]             # "176->88" -> seconds lost
+    profile: str = ""                          # its file in the folder
+    project_command: str = ""
 
 
 @dataclass
@@ -93,6 +98,10 @@ class CampaignRun:
     first_window_ratio: float | None
     first_eval_ratio: float | None
     side_changes: list[dict[str, Any]]         # before, after, ratio, lost_s, next_ratio, evaluated
+    first_top1: float | None = None            # the run's first evaluation; None: it made none
+    last_top1: float | None = None
+    evaluations: int = 0
+    steps: int = 0                             # the run's step budget
 
 
 @dataclass
@@ -102,6 +111,34 @@ class CampaignFigures:
     kwh: float | None
     energy_note: str
     energy_check: str            # joules within idle x time and the power limit x time, in words
+    classes: int = 0
+    ema: str = ""                # how the campaign scales the EMA to its length, in words
+    learned: bool | None = None  # every run's last top-1 at least LEARNED_OVER_CHANCE x chance; None: none evaluated
+    verdict: str = ""            # the one line on whether the recipe learned here, and what to check if not
+
+    @property
+    def chance(self) -> float:
+        return 1 / self.classes if self.classes else 0.0
+
+
+def verdict(runs: list[CampaignRun], classes: int) -> tuple[bool | None, str]:
+    """Whether the recipe learned on this machine (every run's last evaluation at least
+    LEARNED_OVER_CHANCE x chance), in one line that says what to check when it did not."""
+    chance = 1 / classes
+    judged = [(r.run, r.first_top1, r.last_top1) for r in runs
+              if r.first_top1 is not None and r.last_top1 is not None]
+    if not judged:
+        return None, "not judged: no run of the campaign evaluated its model"
+    against = ("top-1 at the first -> last evaluation: "
+               + "; ".join(f"{run} {first:.3f} -> {last:.3f}" for run, first, last in judged)
+               + f"; chance {chance:.3f} ({classes} classes)")
+    below = [run for run, _, last in judged if last < LEARNED_OVER_CHANCE * chance]
+    if not below:
+        return True, f"the recipe learned on this machine ({against})"
+    return False, (f"the recipe did NOT learn on this machine: {', '.join(below)} ended below "
+                   f"{LEARNED_OVER_CHANCE:g}x chance ({against}). Check the data (qualify.log's prepare lines: "
+                   "its classes and images), the driver (nvidia-smi; torch's CUDA against the driver's) and "
+                   "the precision (precision=fp32 rules out fp16 overflow)")
 
 
 @dataclass
@@ -120,6 +157,7 @@ class Qualification:
     recipes: list[RecipeFigures] = field(default_factory=list)
     compiled: list[CompiledFigures] = field(default_factory=list)
     campaign: CampaignFigures | None = None
+    interrupted: str = ""        # the stop signal that ended it early (SIGINT, SIGTERM); "": none
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -150,6 +188,9 @@ def markdown(q: Qualification) -> str:
              f"- device: {q.device} ({q.device_type}); host: {q.host}; torch {q.torch}",
              f"- date: {q.date}; commit: {q.commit}",
              f"- budget {q.budget_minutes:g} min, took {q.elapsed_minutes:.2f} min; data: {q.data}",
+             *([f"- INTERRUPTED by {q.interrupted} after {q.elapsed_minutes:.2f} min: the parts marked "
+                f"{INTERRUPTED} or {NOT_RUN} were not measured (the same command again measures them)"]
+               if q.interrupted else []),
              "- settings of every part: " + (" ".join(f"{k}={v}" for k, v in q.settings.items()) or "the recipes' own"),
              "", "## Parts", "", "| part | status | seconds (estimate) | command |", "|---|---|---|---|"]
     for p in q.parts:
@@ -178,45 +219,78 @@ def markdown(q: Qualification) -> str:
         lines += [f"    {r.project_command}" for r in q.recipes]
     else:
         lines.append("No recipe's bench finished (the parts above say why).")
-    lines += ["", "## Compiled (torch.compile, static shapes), against the eager step beside it", ""]
-    if q.compiled:
-        lines += ["| recipe | CUDA graphs | side | compiled img/s | eager img/s | ratio | first call (s) |",
-                  "|---|---|---|---|---|---|---|"]
-        for c in q.compiled:
-            for side, f in c.sides.items():
-                lines.append(f"| {c.recipe} | {'yes' if c.cuda_graphs else 'no'} | {side} px | "
-                             f"{f['img_per_s']:,.1f} | {f['eager_img_per_s']:,.1f} | "
-                             f"{f['img_per_s'] / f['eager_img_per_s']:.2f}x | {f['first_step_s']:.1f} |")
-        lines += ["", "Seconds a compiled step loses at a side change (its first steps at the new side "
-                      "against that side's steady rate):", ""]
-        lines += [f"- {c.recipe}{' + CUDA graphs' if c.cuda_graphs else ''}: "
-                  + ", ".join(f"{change} px {lost:.2f} s" for change, lost in c.side_changes.items())
-                  for c in q.compiled if c.side_changes]
-    else:
-        lines.append(NOT_COMPILED.get(q.device_type, "No compiled bench finished (the parts above say why)")
-                     + ".")
-    return "\n".join(lines + _campaign_lines(q.campaign)) + "\n"
+    return "\n".join(lines + _compiled_lines(q) + _campaign_lines(q.campaign)) + "\n"
+
+
+def _compiled_lines(q: Qualification) -> list[str]:
+    """The compiled benches' section of qualify.md."""
+    lines = ["", "## Compiled (torch.compile, static shapes), against the eager step beside it", ""]
+    if not q.compiled:
+        return lines + [NOT_COMPILED.get(q.device_type, "No compiled bench finished (the parts above say why)") + "."]
+    lines += ["| recipe | CUDA graphs | side | compiled img/s | eager img/s | ratio | first call (s) |",
+              "|---|---|---|---|---|---|---|"]
+    for c in q.compiled:
+        for side, f in c.sides.items():
+            lines.append(f"| {c.recipe} | {'yes' if c.cuda_graphs else 'no'} | {side} px | "
+                         f"{f['img_per_s']:,.1f} | {f['eager_img_per_s']:,.1f} | "
+                         f"{f['img_per_s'] / f['eager_img_per_s']:.2f}x | {f['first_step_s']:.1f} |")
+    lines += ["", "Seconds a compiled step loses at a side change (its first steps at the new side "
+                  "against that side's steady rate):", ""]
+    lines += [f"- {c.recipe}{' + CUDA graphs' if c.cuda_graphs else ''}: "
+              + ", ".join(f"{change} px {lost:.2f} s" for change, lost in c.side_changes.items())
+              for c in q.compiled if c.side_changes]
+    lines += ["", "Each compiled profile projects a compiled run (its sides in between inferred along "
+                  "the eager profile beside it):", ""]
+    return lines + [f"    {c.project_command}" for c in q.compiled if c.project_command]
 
 
 def _campaign_lines(c: CampaignFigures | None) -> list[str]:
     """The short campaign's section of qualify.md."""
     lines = ["", "## The short campaign", ""]
     if c is None:
-        lines.append("The campaign did not run (the parts above say why).")
-    else:
-        lines += [f"Results: `{c.folder}`; its report: `{REPORT}`.", "",
-                  "| run | status | minutes | energy (kJ) | first window / steady | first eval / later "
-                  "| side changes: window / steady, seconds lost |",
-                  "|---|---|---|---|---|---|---|"]
-        for r in c.runs:
-            changes = "; ".join(f"{s['before']}->{s['after']} px {s['ratio']:.2f}x {s['lost_s']:.2f} s"
-                                + (" (an evaluation in it)" if s["evaluated"] else "")
-                                for s in r.side_changes) or "—"
-            lines.append(f"| {r.run} | {r.status} | {_num(r.minutes, '{:.3f}')} | "
-                         f"{_num(None if r.joules is None else r.joules / 1000, '{:.4g}', 'not measured')} | "
-                         f"{_num(r.first_window_ratio, '{:.2f}x')} | {_num(r.first_eval_ratio, '{:.2f}x')} "
-                         f"| {changes} |")
-        lines += ["", "Energy: " + (f"{c.kwh:.4g} kWh for the campaign ({c.energy_note})" if c.kwh is not None
-                                    else c.energy_note or "not measured"),
-                  "", f"Energy check: {c.energy_check}"]
+        return lines + ["The campaign did not run (the parts above say why)."]
+    lines += [f"**Verdict: {c.verdict}.**", ""] if c.verdict else []      # none in a record before 2026-11-28
+    lines += [f"Results: `{c.folder}`; its report: `{REPORT}`."]
+    if c.ema:
+        lines += ["", c.ema]
+    lines += ["", "| run | status | minutes | top-1 first / last eval (chance "
+              f"{c.chance:.3f}) | energy (kJ) | first window / steady | first eval / later "
+              "| side changes: window / steady, seconds lost |",
+              "|---|---|---|---|---|---|---|---|"]
+    for r in c.runs:
+        changes = "; ".join(f"{s['before']}->{s['after']} px {s['ratio']:.2f}x {s['lost_s']:.2f} s"
+                            + (" (an evaluation in it)" if s["evaluated"] else "")
+                            for s in r.side_changes) or "—"
+        top1 = (f"{r.first_top1:.3f} / {r.last_top1:.3f} ({r.evaluations} evals, {r.steps} steps)"
+                if r.first_top1 is not None and r.last_top1 is not None else "not evaluated")
+        lines.append(f"| {r.run} | {r.status} | {_num(r.minutes, '{:.3f}')} | {top1} | "
+                     f"{_num(None if r.joules is None else r.joules / 1000, '{:.4g}', 'not measured')} | "
+                     f"{_num(r.first_window_ratio, '{:.2f}x')} | {_num(r.first_eval_ratio, '{:.2f}x')} "
+                     f"| {changes} |")
+    lines += ["", "Energy: " + (f"{c.kwh:.4g} kWh for the campaign ({c.energy_note})" if c.kwh is not None
+                                else c.energy_note or "not measured"),
+              "", f"Energy check: {c.energy_check}"]
     return lines
+
+
+def closing_line(q: Qualification, path: Path) -> str:
+    """qualify's last line: what was measured and what was not, whether the recipe learned,
+    what to do next, and where the record is."""
+    said = [f"{'interrupted by ' + q.interrupted + ' after' if q.interrupted else 'done in'} "
+            f"{q.elapsed_minutes:.2f} min of {q.budget_minutes:g}: {outcomes_line(q.parts)}."]
+    if q.campaign is not None and q.campaign.learned is not None:
+        lasts = " and ".join(f"{r.last_top1:.3f}" for r in q.campaign.runs if r.last_top1 is not None)
+        said.append(f"The recipe learned here (last top-1 {lasts}, chance {q.campaign.chance:.3f})."
+                    if q.campaign.learned else "The recipe did NOT learn here: qualify.md's verdict says what "
+                                               "to check.")
+    failed = [p.name for p in q.parts if p.status == FAILED]
+    if failed:
+        said.append(f"{', '.join(failed)} failed: {path.parent / LOG} says why.")
+    short = [p for p in q.parts if p.status in (LEFT_OUT, STOPPED)]
+    if q.interrupted:
+        said.append("The same command again redoes every part (the data are reused).")
+    elif short:
+        # a part stopped at the budget's end took more than its seconds so far
+        needed = q.elapsed_minutes * 60 + sum(max(p.estimate_s, p.seconds or 0) for p in short) + RECORD_RESERVE_S
+        said.append(f"Give minutes={math.ceil(needed / 60)} to measure {', '.join(p.name for p in short)}.")
+    return " ".join(said + [f"The record: {path}"])

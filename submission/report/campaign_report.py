@@ -13,6 +13,8 @@ import datetime
 from pathlib import Path
 
 from .. import bench_profile, comparison, score
+from ..loader_kinds import kind_of
+from ..options import ReportOptions
 from ..results import Summary, read_campaign
 from ..run_folder import CampaignFolder
 from . import plots, steadiness
@@ -57,7 +59,7 @@ def _bench_section(system_dir: Path) -> list[str]:
         lines += [f"| training step at {side} px (synthetic batches) | {step.img_per_s:,.1f} |"
                   for side, step in sorted(profile.train_step.items())]
         lines.append(f"| evaluation at {settings.get('eval_resolution')} px | {profile.eval_img_per_s:,.1f} |")
-        lines += [f"| {bench_profile.LOADER_NAMES[loader.kind]} train loader alone, {loader.threads} threads | "
+        lines += [f"| {kind_of(loader.kind).name} train loader alone, {loader.threads} threads | "
                   f"{loader.img_per_s:,.1f} |", ""]
     return lines
 
@@ -123,15 +125,13 @@ def write_report(system_dir: Path, price: float | None = None) -> Path:
     return path
 
 
-def main(words: list[str]) -> int:
-    from ..options import parse
-    options, words = parse("report", words)
+def main(options: ReportOptions, words: list[str]) -> int:
     if len(words) != 1 or "=" in words[0]:
         raise ValueError("report takes one results folder, results/<system_name> (any folder with "
                          f"resnet/result_*.txt), and price_usd_per_hour=P, not {' '.join(words) or 'none'}")
     folder = Path(words[0])
     score.require_result_files(folder)
-    path = write_report(folder, options["price_usd_per_hour"] or None)
+    path = write_report(folder, options.price_usd_per_hour or None)
     print("\n".join(steadiness.markdown(folder)) + "\n")
     print(f"report: {path}")
     for png in sorted(folder.glob("*.png")):

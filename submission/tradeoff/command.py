@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import fcntl
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import time
 
@@ -27,7 +28,7 @@ from .. import system_descriptor, published, runs, said
 from ..config import Config, in_repository, parse_overrides
 from ..costs import usd
 from ..errors import ConfigError
-from ..options import parse
+from ..options import TradeoffOptions, words_of
 from ..preflight import launch_plan, resolve_here
 from ..run_folder import ResultsRoot
 from ..system_descriptor import SystemDescriptor
@@ -37,28 +38,32 @@ from . import points as grid_points
 from .grid import Grid, load_grid
 from .grid_progress import GridProgress
 
+if TYPE_CHECKING:       # read only with profile= (it imports the projection)
+    from .projected_points import ProjectionInputs
 
-def main(words: list[str]) -> int:
+
+def main(options: TradeoffOptions, words: list[str]) -> int:
     if words[:1] == ["published"]:
+        if options != TradeoffOptions():
+            raise ConfigError("tradeoff published takes only results_dir=")
         return draw_published(parse_overrides(words[1:]))
-    options, rest = parse("tradeoff", words)
-    options.update(_recipe_profiles(rest))
-    given = parse_overrides([w for w in rest if not w.startswith("profile_")])
-    grid = load_grid(options["grid"] or _default_grid(given))
+    given = parse_overrides([w for w in words if not w.startswith("profile_")])
+    grid = load_grid(options.grid or _default_grid(given))
     points = grid.points()
     configs = {p.index: grid_points.point_config(grid, p, given) for p in points}
     first = configs[points[0].index]
-    _refuse_options(grid, first, options)
+    projecting = _refuse_options(grid, first, options, _recipe_profiles(words))
     folder = grid_points.grid_folder(grid, first)
-    if options["list"]:
-        print(listing(grid, points, folder, words))
+    if options.list:
+        print(listing(grid, points, folder, words_of(options) + words))
         return 0
-    chosen = _chosen(points, options["point"])
-    if options["redo"] and options["point"] is None:
+    chosen = _chosen(points, options.point)
+    if options.redo and options.point is None:
         raise ConfigError("redo=true trains one point again: name it with point=K (tradeoff.md's "
                           "Disturbed timings give the command for each flagged run; list=true numbers them)")
-    if options["report"]:
-        print(f"[tradeoff] report: {write(grid, configs, folder, options, given)}", flush=True)
+    if options.report:
+        print(f"[tradeoff] report: {write(grid, configs, folder, options.spread_limit, projecting, given)}",
+              flush=True)
         return 0
     problems = launch_plan(first).problems     # what this machine cannot run (trackers included)
     if problems:
@@ -67,16 +72,17 @@ def main(words: list[str]) -> int:
     grid_points.record_grid(grid, first, folder, given)
     try:
         with runs.terminate_as_interrupt(), said.once_each():
-            run_points(grid, chosen, configs, folder, len(points), options["redo"])
+            run_points(grid, chosen, configs, folder, len(points), options.redo)
     except runs.Busy:                   # another command writes this grid: it writes the report
         raise
     except BaseException:               # a point that fails or is stopped leaves the others' report
         try:
-            print(f"[tradeoff] report: {write(grid, configs, folder, options, given)}", flush=True)
+            print(f"[tradeoff] report: {write(grid, configs, folder, options.spread_limit, projecting, given)}",
+                  flush=True)
         except Exception as exc:        # noqa: BLE001 - said, so that the point's own error stays the one raised
             print(f"[tradeoff] the report of the finished points could not be written: {exc}", flush=True)
         raise
-    print(f"[tradeoff] report: {write(grid, configs, folder, options, given)}", flush=True)
+    print(f"[tradeoff] report: {write(grid, configs, folder, options.spread_limit, projecting, given)}", flush=True)
     return 0
 
 
@@ -93,8 +99,10 @@ def _recipe_profiles(words: list[str]) -> dict[str, str]:
     return found
 
 
-def _refuse_options(grid: Grid, first: Config, options: dict) -> None:
-    """What the grid and its first point refuse before anything runs or is written."""
+def _refuse_options(grid: Grid, first: Config, options: TradeoffOptions,
+                    by_recipe: dict[str, str]) -> ProjectionInputs | None:
+    """What the grid and its first point refuse before anything runs or is written; the
+    profiles of the points' projection read and checked (None without profile=)."""
     if first.num_nodes > 1:
         raise ConfigError(f"{first.num_nodes} nodes: a tradeoff point runs on one node (its followers are a "
                           "campaign's); on a cluster the grid is a job array of one-node tasks "
@@ -103,12 +111,13 @@ def _refuse_options(grid: Grid, first: Config, options: dict) -> None:
         raise ConfigError(f"grid {grid.name} trains on ImageNet: give its folder, dataset=imagenet "
                           "data_dir=FOLDER (with train/ and val/); without data_dir= the grid is the "
                           "embedded one (grid=embedded, Fashion-MNIST)")
-    if options["profile"] and first.dataset != "imagenet":
-        raise ConfigError(f"profile={options['profile']}: projections to the systems are of ImageNet "
+    if not options.profile:
+        return None
+    if first.dataset != "imagenet":
+        raise ConfigError(f"profile={options.profile}: projections to the systems are of ImageNet "
                           f"points; grid {grid.name} runs on {first.dataset} (data_dir= an ImageNet folder)")
-    if options["profile"]:          # a wrong file is said now, not after the points trained
-        from .projected_points import options_of
-        options_of(options)
+    from .projected_points import inputs_of       # a wrong file is said now, not after the points trained
+    return inputs_of(options, by_recipe)
 
 
 def run_points(grid: Grid, chosen, configs: dict[int, Config], folder: Path, count: int, redo: bool) -> None:
@@ -159,16 +168,17 @@ def listing(grid: Grid, points, folder: Path, words: list[str]) -> str:
              "| point | configuration | budget | seed | finished |", "|---|---|---|---|---|"]
     lines += [f"| {p.index} | {p.configuration} | {p.budget:g} ({grid.budget_key}) | {p.seed} | "
               f"{'yes' if grid_points.is_finished(folder, p) else 'no'} |" for p in points]
-    given = " ".join(w for w in words if not w.startswith(("point=", "list=", "--list")))
+    given = " ".join(w for w in words if not w.startswith(("point=", "list=")))
     lines += ["", "On a SLURM cluster, one array task a point:",
               f"  sbatch --array=0-{len(points) - 1} scripts/slurm/run.sbatch tradeoff {given}".rstrip()]
     return "\n".join(lines)
 
 
-def write(grid: Grid, configs: dict[int, Config], folder: Path, options: dict,
-          given: dict[str, str] | None = None) -> Path:
-    """The report of the points finished so far (each point's configuration in `configs`); one
-    writer at a time (array tasks finish together)."""
+def write(grid: Grid, configs: dict[int, Config], folder: Path, spread_limit: float,
+          projecting: ProjectionInputs | None, given: dict[str, str]) -> Path:
+    """The report of the points finished so far (each point's configuration in `configs`), the
+    points projected to the systems with `projecting`'s profiles; one writer at a time (array
+    tasks finish together)."""
     config = configs[0]
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / ".report.lock", "a") as lock:
@@ -177,10 +187,10 @@ def write(grid: Grid, configs: dict[int, Config], folder: Path, options: dict,
         measured = grid_report.Measured(
             grid, config.system_id, config.system_name, _machine(config), config.dataset,
             config.price_usd_per_hour, finished, len(configs), left_out=left_out,
-            spread_limit=options["spread_limit"], command_line=dict(given or {}))
-        if options.get("profile"):
+            spread_limit=spread_limit, command_line=dict(given))
+        if projecting is not None:
             from .projected_points import project_points
-            measured.projected, measured.projection_notes = project_points(grid, finished, options)
+            measured.projected, measured.projection_notes = project_points(grid, finished, projecting)
         return grid_report.write_report(folder, measured)
 
 

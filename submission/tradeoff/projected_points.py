@@ -15,7 +15,9 @@ from ..config import Config, resolve
 from ..costs import usd
 from ..system_descriptor import available_systems, load_descriptor
 from ..errors import ConfigError
+from ..options import TradeoffOptions
 from ..bench_profile import BenchProfile, read
+from ..loader_kinds import kind_of
 from ..projection import BENCH_HINT, loader_remedy, project
 from .analysis import CurvePoint, Point, curve_points
 from .grid import Grid
@@ -42,7 +44,7 @@ def system_config(grid: Grid, system: str, configuration: str, budget: float) ->
 
 
 @dataclass(frozen=True)
-class Options:
+class ProjectionInputs:
     """What projecting a grid's points needs, read and checked before any point runs."""
     profile: BenchProfile
     by_recipe: dict[str, BenchProfile]          # profile_<recipe>=FILE
@@ -51,28 +53,28 @@ class Options:
     systems: list[str]
 
 
-def options_of(options: dict) -> Options:
-    """profile=FILE (every recipe), profile_<recipe>=FILE (that recipe's, where its sides or
-    methods differ: the baseline trains at 224 px), loader_profile=FILE (the recipes whose
-    loader is of its kind), dp_efficiency=F, systems=A,B (default: every one with accelerators)."""
+def inputs_of(options: TradeoffOptions, by_recipe: dict[str, str] | None = None) -> ProjectionInputs:
+    """profile=FILE (every recipe), by_recipe: profile_<recipe>=FILE (that recipe's, where its
+    sides or methods differ: the baseline trains at 224 px), loader_profile=FILE (the recipes
+    whose loader is of its kind), dp_efficiency=F, systems=A,B (default: every one with
+    accelerators), each file read and checked."""
     remedy = BENCH_HINT.format(system="NAME")
-    by_recipe = {key.removeprefix("profile_"): read(path, key, remedy) for key, path in options.items()
-                 if key.startswith("profile_")}
-    loader = read(options["loader_profile"], "loader_profile", remedy) if options.get("loader_profile") else None
-    dp = options.get("dp_efficiency")          # a number in (0, 1], checked by submission.options
+    recipes = {key.removeprefix("profile_"): read(path, key, remedy) for key, path in (by_recipe or {}).items()}
+    loader = read(options.loader_profile, "loader_profile", remedy) if options.loader_profile else None
     known = available_systems()
-    systems = options["systems"].split(",") if options.get("systems") else systems_with_accelerators()
+    systems = options.systems.split(",") if options.systems else systems_with_accelerators()
     unknown = [name for name in systems if name not in known]
     if unknown:
-        raise ConfigError(f"systems={options['systems']}: no descriptor {', '.join(unknown)} "
+        raise ConfigError(f"systems={options.systems}: no descriptor {', '.join(unknown)} "
                           f"(systems/*.json: {', '.join(known)})")
-    return Options(read(options["profile"], "profile", remedy), by_recipe, loader, dp, systems)
+    return ProjectionInputs(read(options.profile, "profile", remedy), recipes, loader, options.dp_efficiency,
+                            systems)
 
 
-def project_points(grid: Grid, points: list[Point], options: dict) -> tuple[dict[str, list[CurvePoint]], list[str]]:
-    """system -> the curve points of `points` with that system's projected minutes and cost;
-    and notes on what was assumed."""
-    given = options_of(options)
+def project_points(grid: Grid, points: list[Point],
+                   given: ProjectionInputs) -> tuple[dict[str, list[CurvePoint]], list[str]]:
+    """system -> the curve points of `points` with that system's projected minutes and cost
+    (from `given`'s profiles); and notes on what was assumed."""
     curves = curve_points(points)
     projected: dict[str, list[CurvePoint]] = {}
     for system in given.systems:
@@ -93,7 +95,7 @@ def project_points(grid: Grid, points: list[Point], options: dict) -> tuple[dict
 
 def _projected(config: Config, curve: CurvePoint, profile: BenchProfile, loader: BenchProfile | None,
                dp: float | None) -> CurvePoint:
-    if config.train_loader == "torchvision" and loader is None:
+    if kind_of(config.train_loader).pil_workers and loader is None:
         raise ConfigError(f"{curve.configuration} loads with torchvision (CPU-bound): projecting it needs "
                           f"loader figures: {loader_remedy(config)}")
     projection = project(config, profile, loader, dp, infer_sides=True)

@@ -118,7 +118,7 @@ def test_composer_comparison_without_composer_says_how_to_install_it(tmp_path):
     """Composer is not a dependency: without it the comparison stops before preparing any
     data, and says where the install command is."""
     hide = ("import sys; sys.modules['composer'] = None; sys.argv[0] = 'bench'; "
-            "from submission.bench import main; sys.exit(main(sys.argv[1:]))")
+            "from submission.cli import main; sys.exit(main(['bench', *sys.argv[1:]]))")
     done = subprocess.run([sys.executable, "-c", hide, "compare=composer", "system=cpu",
                            f"cache_dir={tmp_path / 'cache'}"], cwd=REPO, capture_output=True,
                           text=True, timeout=120)
@@ -170,8 +170,8 @@ def test_bench_refuses_a_round_count_that_is_no_whole_number():
 
 
 class _Epoch:
-    """An epoch of a loader whose start takes `start_s` and each batch `batch_s` (the
-    iterator protocol loaders.finish stops: close, is_alive)."""
+    """An epoch of a loader whose start takes `start_s` and each batch `batch_s` (the loaders'
+    protocol's Epoch: an iterator with close)."""
 
     def __init__(self, batches: int, start_s: float, batch_s: float):
         self.left, self.start_s, self.batch_s, self.first = batches, start_s, batch_s, True
@@ -191,9 +191,6 @@ class _Epoch:
 
     def close(self):
         self.left = 0
-
-    def is_alive(self):
-        return False
 
 
 class _Loader:

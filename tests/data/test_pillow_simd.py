@@ -29,7 +29,7 @@ def test_the_pillow_that_imports_is_named_with_its_version():
     f"Pillow-SIMD is not installed here ({pillow_build()}): `SETUP_EXTRAS=pillow-simd "
     "scripts/bootstrap.sh` builds it in place of Pillow, which takes minutes, so CI's set-up does not"))
 def test_pillow_simd_serves_torchvision_and_the_torchvision_loaders_transforms():
-    from submission.data.torchvision_loader import image_transform
+    from submission.loaders.torchvision_loader import image_transform
     from submission.methods.randaugment import RandAugment
     from submission.methods.trivialaugment import TrivialAugment
 

@@ -11,7 +11,7 @@ from image_folders import (FFCV_FINALIZER_NOISE, cache_contents, config, make_ne
                            needs_fashion, read_val)
 from image_folders import fashion, nested  # noqa: F401 - module-scoped fixtures, used by name
 from submission.config import ConfigError, parse_overrides, resolve
-from submission.data.prepare import PreparedData, prepare
+from submission.data.prepare import PreparedData, prepare, refuse_unreadable_by_the_loaders
 
 pytestmark = FFCV_FINALIZER_NOISE
 
@@ -77,3 +77,16 @@ def test_a_folder_too_small_for_one_step_is_refused_before_anything_is_written(t
     assert not (cache / "synthetic").exists()
     data = prepare(config(root, cache, batch_per_device=15, skip_bad_images="true"), world_size=1)
     assert (data.train_samples, data.skipped_images) == (15, 1)
+
+
+def test_a_beton_a_loader_reads_itself_is_refused_before_run_start_when_its_layout_is_not_read(nested, tmp_path):
+    """The torchvision loader reads the training file and the device loader both files with
+    their own reader (loader_kinds: reads_beton_itself); FFCV's Loader reads the others."""
+    good = nested[3].train_path
+    empty = tmp_path / "empty.beton"
+    empty.write_bytes(b"")
+    refuse_unreadable_by_the_loaders(resolve("cpu", {"train_loader": "ffcv"}), empty, empty)
+    refuse_unreadable_by_the_loaders(resolve("cpu", {"train_loader": "torchvision"}), good, empty)
+    for loader, train, val in (("torchvision", empty, good), ("device", good, empty)):
+        with pytest.raises(ConfigError, match=f"the {loader} loader cannot read {empty}: it is empty"):
+            refuse_unreadable_by_the_loaders(resolve("cpu", {"train_loader": loader}), train, val)

@@ -13,7 +13,8 @@ from image_folders import (CLASSES, CPU, FFCV_FINALIZER_NOISE, SIZES, config, er
                            make_nested, needs_fashion, picture, read_val, write_image)
 from image_folders import fashion, nested  # noqa: F401 - module-scoped fixtures, used by name
 from submission.config import ConfigError, resolve
-from submission.data import ffcv_loaders, sources
+from submission.data import sources
+from submission.loaders import ffcv_loaders
 from submission.data.prepare import prepare
 
 pytestmark = FFCV_FINALIZER_NOISE

@@ -106,7 +106,7 @@ def test_a_configuration_names_it_and_refuses_it_beside_randaugment_or_with_ffcv
 
 
 def test_the_torchvision_loader_gets_the_configurations_trivialaugment_or_its_randaugment():
-    from submission.data.run_loaders import augmentation_of
+    from submission.loaders.run_loaders import augmentation_of
     augment = augmentation_of(resolve(None, {"recipe": "hot", "randaugment_depth": "0", "trivialaugment": "wide"}))
     assert isinstance(augment, TrivialAugment) and augment.space == "wide"
     assert isinstance(augmentation_of(resolve(None, {"recipe": "hot"})), RandAugment)

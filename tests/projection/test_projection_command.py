@@ -7,6 +7,7 @@ import json
 import pytest
 
 from hand_profiles import _gpu_mild, _profile, _torchvision_loader
+from conftest import REPO
 from submission.cli import main as cli_main
 
 
@@ -144,3 +145,25 @@ def test_each_bad_profile_names_the_option_the_file_and_the_bench(tmp_path, caps
         err = capsys.readouterr().err
         assert f"error: profile {path} {said}" in err, err
         assert f"measure one on the target machine: {P4D_BENCH}" in err, err
+
+
+SHIPPED_H200 = REPO / "docs" / "qualify-h200-2026-11-26-981969e"
+
+
+def test_the_shipped_compiled_h200_profile_projects_its_sides_in_between_named(tmp_path, capsys):
+    """qualify's compiled bench measures two sides (88 and 176 px): the run's sides between them
+    are inferred, along the eager profile beside it in qualify's folder, else by the area."""
+    compiled = SHIPPED_H200 / "profile_mild-compiled-graphs.json"
+    assert cli_main(["project", "system=a100-80gb", f"profile={compiled}"]) == 0
+    out = capsys.readouterr().out
+    minutes = float(out.split("**one run (run_start→run_stop), whole budget** | | | | **")[1].split("**")[0])
+    assert 5 < minutes < 60, minutes
+    assert "the step compiled + CUDA graphs, as the profile measured it at 88, 176 px" in out
+    assert ("96, 104, 112, 116, 124, 132, 140, 148, 156, 164, 172 px between 88 and 176 px, along the "
+            "eager step's cost per image (the eager profile profile_mild.json beside it)") in out
+    assert "CUDA graphs, which this harness replays in a run of one process only" in out   # 8 GPUs
+
+    alone = tmp_path / compiled.name          # no eager profile beside it: by the area
+    alone.write_text(compiled.read_text())
+    assert cli_main(["project", "system=a100-80gb", f"profile={alone}"]) == 0
+    assert "172 px between 88 and 176 px, linear in the area" in capsys.readouterr().out

@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from hand_profiles import _cpu, _gpu_mild, _profile, _project, _torchvision_loader
+from hand_profiles import H100_SIDES, _cpu, _gpu_mild, _profile, _project, _torchvision_loader
 from submission import config as config_module
 from submission import bench_profile as profile_module
 from submission import projection, system_descriptor
@@ -246,3 +246,50 @@ def test_the_device_loaders_rate_is_taken_per_process_not_scaled_by_its_threads(
     scaled = _project(config_module.resolve("p4d", {"workers_per_device": "12"}), ffcv, "ffcv.json")
     scaled_train = [p for p in scaled.parts if p.what.startswith("train ")]     # 500 x 12 threads x 8
     assert all(p.limited_by != "loader" for p in scaled_train) and max(p.img_per_s for p in scaled_train) > 2000.0 * 8
+
+
+def _compiled_mild(eager_sides=(88, 176)):
+    """A quick compiled bench of Mild on one GPU: the compiled step at 88 and 176 px (4x and 2x
+    the eager step there), the eager step at `eager_sides`."""
+    profile = _gpu_mild(list(eager_sides), compile=True, cuda_graphs=True)
+    eager = {side: 1000.0 * (176 / side) ** 2 for side in (88, 176)}
+    profile["compiled"] = {"88": {"img_per_s": 4 * eager[88], "eager_img_per_s": eager[88], "first_step_s": 40.0},
+                           "176": {"img_per_s": 2 * eager[176], "eager_img_per_s": eager[176],
+                                   "first_step_s": 45.0},
+                           "side_changes": {"176->88": {"lost_s": 0.01}}}
+    return profile
+
+
+def test_a_compiled_profiles_sides_in_between_follow_the_eager_shape_else_the_area():
+    """The compiled step is projected from its own rows; a side between its two follows the
+    eager step's cost per image where an eager profile of all the sides sits beside it (here a
+    step that costs as much at 96 px as at 88), else the area (FLOPs per image scale with side^2)."""
+    config = config_module.resolve("p4d", {})
+    plan = RunPlan.of(config, 1_281_167)
+    assert {88, 96, 132, 176} <= set(plan.sides())
+    compiled = profile_module.parse(_compiled_mild(), "compiled.json")
+    flat_start = _gpu_mild()
+    flat_start["train_step"]["96"]["img_per_s"] = flat_start["train_step"]["88"]["img_per_s"]
+    beside = profile_module.parse(flat_start, "eager.json")
+    fast, slow = 1 / (4 * 1000.0 * 4), 1 / (2 * 1000.0)          # compiled s/image at 88 and 176 px
+
+    by_area = projection.rates.step_times(config, plan, compiled)
+    assert by_area.compiled and by_area.cuda_graphs and by_area.measured_sides == (88, 176)
+    assert by_area.seconds[88] == pytest.approx(fast) and by_area.seconds[176] == pytest.approx(slow)
+    assert by_area.seconds[132] == pytest.approx(fast + (slow - fast) * (132 ** 2 - 88 ** 2) / (176 ** 2 - 88 ** 2))
+    assert by_area.inferred[132] == "between 88 and 176 px, linear in the area"
+
+    along = projection.rates.step_times(config, plan, compiled, eager_beside=beside)
+    assert along.seconds[96] == pytest.approx(fast)                 # no dearer than 88 px in the eager step
+    eager = {side: (side / 176) ** 2 / 1000.0 for side in (88, 132, 176)}
+    share = (eager[132] - eager[88]) / (eager[176] - eager[88])
+    assert along.seconds[132] == pytest.approx(fast + (slow - fast) * share)
+    assert "along the eager step's cost per image (the eager profile eager.json beside it)" in along.inferred[132]
+    # a full compiled bench measured the eager step at every side itself: an eager run is
+    # projected from it, a compiled one (compile=true) from its compiled rows along its own shape
+    own = profile_module.parse(_compiled_mild(H100_SIDES), "full.json")
+    eager_run = projection.rates.step_times(config, plan, own, eager_beside=beside)
+    assert not eager_run.compiled and not eager_run.inferred and eager_run.seconds[88] == pytest.approx(1 / 4000.0)
+    compiling = config_module.resolve("p4d", {"compile": "true"})
+    assert "the eager step measured in the same bench" in projection.rates.step_times(
+        compiling, plan, own, eager_beside=beside).inferred[132]

@@ -11,7 +11,7 @@ import pytest
 from conftest import run_submission
 from image_folders import make_nested, write_image
 from submission.cli import main as cli_main
-from submission.options import parse
+from submission.options import QualifyOptions
 from submission.qualify import plan, record
 from submission.qualify.command import Qualify
 
@@ -37,7 +37,7 @@ def test_qualify_profiles_the_recipes_asked_and_times_a_campaign_inside_its_budg
     elapsed = time.monotonic() - began
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     assert elapsed < BUDGET_MINUTES * 60 + 30, f"took {elapsed:.0f} s of a {BUDGET_MINUTES}-min budget"
-    assert f"record: {out / record.MARKDOWN}" in done.stdout
+    assert f"The record: {out / record.MARKDOWN}" in done.stdout
 
     files = {p.name: p.stat().st_size for p in out.iterdir()}
     assert len(files) <= 8 and max(files.values()) < 4 * 2**20, files
@@ -66,6 +66,7 @@ def test_qualify_profiles_the_recipes_asked_and_times_a_campaign_inside_its_budg
     assert "| mild | device |" in text and "| hot | torchvision |" in text and "| hot | device |" in text
     campaign = q.campaign
     assert campaign is not None and len(campaign.runs) == 2
+    assert campaign.learned is True and f"**Verdict: {campaign.verdict}.**" in text   # test_campaign_and_signals
     assert all(run.minutes and run.minutes > 0 and run.first_window_ratio for run in campaign.runs)
     for run in campaign.runs:     # measured where RAPL is readable, else not measured and why
         assert (run.joules is None) == campaign.energy_note.startswith("not measured: ")
@@ -132,13 +133,14 @@ def test_nothing_measured_exits_1_and_the_last_line_says_what_was_not(tmp_path, 
     assert cli_main(["qualify", "minutes=0.01", "recipes=mild", f"data_dir={root}", f"out={out}",
                      f"cache_dir={tmp_path / 'cache'}"]) == 1
     last = capsys.readouterr().out.strip().splitlines()[-1]
-    assert "nothing measured; left out: bench mild, campaign of 2 runs (mild)" in last, last
+    assert ("done in " in last and "nothing measured; left out for the budget: bench mild, campaign of 2 runs "
+            "(mild). Give minutes=") in last and last.endswith(f"The record: {out / record.MARKDOWN}"), last
     assert [part.status for part in record.read(out).parts] == [record.LEFT_OUT] * 2
 
 
 def test_results_dir_places_the_record_and_the_campaign_stays_in_qualifys_own_folder(tmp_path):
     mine = tmp_path / "my-results"
-    q = Qualify(parse("qualify", [])[0], {"results_dir": str(mine), "cache_dir": str(tmp_path / "cache")})
+    q = Qualify(QualifyOptions(), {"results_dir": str(mine), "cache_dir": str(tmp_path / "cache")})
     assert q.out.parent == mine / "qualify"
     campaign = next(part for part in plan.parts(q.device_type) if part.verb == "run")
     words = q.argv(campaign)

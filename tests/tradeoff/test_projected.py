@@ -10,6 +10,7 @@ from conftest import REPO
 from submission import system_descriptor
 from submission.config import ConfigError, resolve
 from submission.bench_profile import read
+from submission.options import TradeoffOptions
 from submission.projection import project
 from submission.tradeoff import projected_points, grid_report
 from submission.tradeoff.analysis import Evaluation, Point
@@ -62,8 +63,8 @@ def _measured(tmp_path, systems, profile=H100):
     grid = load_grid(str(path))
     points = [Point(configuration, budget, seed, top1, 30.0, None, (Evaluation(30.0, top1),))
               for (configuration, budget), pair in TOP1.items() for seed, top1 in zip((1, 2), pair)]
-    options = {"profile": profile, "loader_profile": LOADER, "systems": ",".join(systems)}
-    curves, notes = projected_points.project_points(grid, points, options)
+    options = TradeoffOptions(profile=profile, loader_profile=LOADER, systems=",".join(systems))
+    curves, notes = projected_points.project_points(grid, points, projected_points.inputs_of(options))
     return grid, grid_report.Measured(grid, "local", "here", "a CPU", "imagenet", 0.0, points, 4, curves, notes)
 
 
@@ -113,7 +114,8 @@ def test_a_torchvision_configuration_needs_a_loader_profile(tmp_path, systems):
                                           r"`python -m submission bench recipe=mild "
                                           r"train_loader=torchvision data_dir=DIR json=loader-mild.json`.* and pass "
                                           r"loader_profile=loader-mild.json"):
-        projected_points.project_points(grid, points, {"profile": H100, "systems": "p4d"})
+        projected_points.project_points(grid, points,
+                                        projected_points.inputs_of(TradeoffOptions(profile=H100, systems="p4d")))
 
 
 @pytest.mark.parametrize("words, message", [
@@ -124,10 +126,11 @@ def test_a_torchvision_configuration_needs_a_loader_profile(tmp_path, systems):
     (["profile=" + H100, "systems=p4d,z9"], r"systems=p4d,z9: no descriptor z9"),
 ])
 def test_a_tradeoff_whose_projection_cannot_be_made_is_refused_before_any_point_runs(tmp_path, words, message):
+    from submission.options import parse
     from submission.tradeoff.command import main
     data = [] if words == ["system=p4d"] else ["system=p4d", f"data_dir={tmp_path}"]
     with pytest.raises(ConfigError, match=message):
-        main(data + words + [f"results_dir={tmp_path / 'results'}"])
+        main(*parse("tradeoff", TradeoffOptions, data + words + [f"results_dir={tmp_path / 'results'}"]))
     assert not (tmp_path / "results").exists()
 
 
@@ -136,6 +139,6 @@ def test_a_report_before_any_point_finished_has_no_system_section(tmp_path, syst
     grid = load_grid(str(tmp_path / "grid.yaml"))
     measured = grid_report.Measured(grid, "local", "here", "a CPU", "imagenet", 0.0, [], 4)
     measured.projected, measured.projection_notes = projected_points.project_points(
-        grid, [], {"profile": H100, "systems": ",".join(systems)})
+        grid, [], projected_points.inputs_of(TradeoffOptions(profile=H100, systems=",".join(systems))))
     text = grid_report.write_report(tmp_path, measured).read_text()
     assert "No point has finished yet" in text and "## Projected on" not in text

@@ -16,6 +16,7 @@ import pytest
 
 from conftest import campaign_from_a_terminal, free_port, mllog_events, quick_settings, run_submission, wait_for
 from submission.config import ConfigError, resolve
+from submission.options import TradeoffOptions
 from submission.run_plan import RunPlan
 from submission.tradeoff.grid import load_grid
 
@@ -207,4 +208,4 @@ def test_a_point_runs_on_one_node():
     """A point has no followers: on several nodes torchrun would wait at its rendezvous forever."""
     from submission.tradeoff import command
     with pytest.raises(ConfigError, match=r"2 nodes: a tradeoff point runs on one node .* job array"):
-        command.main(["nodes=2"])
+        command.main(TradeoffOptions(), ["nodes=2"])

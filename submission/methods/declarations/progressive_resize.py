@@ -1,21 +1,25 @@
 """Progressive resizing's declaration (its code: methods/progressive_resize.py)."""
 from dataclasses import dataclass
+from typing import Literal
 
-from ...setting_declaration import AT_LEAST_1, RECIPE, setting
+from ...setting_declaration import AT_LEAST_1, RECIPE, declare
 from ..method import Method
+
+
+ResizeGranularity = Literal["epoch", "step"]
+ResizeMode = Literal["nearest", "bilinear", "area"]
 
 
 @dataclass(frozen=True, kw_only=True)
 class ProgressiveResizeSettings:
-    progressive_resize: bool = setting(RECIPE, "downscale training batches early in training")
-    resize_initial_scale: float = setting(RECIPE, "side scale until resize_start_fraction")
-    resize_start_fraction: float = setting(RECIPE, "share of training at the initial scale")
-    resize_finish_fraction: float = setting(RECIPE, "share of training at which full size is reached")
-    resize_multiple: int = setting(RECIPE, "the side is rounded to a multiple of this", admits=AT_LEAST_1)
-    resize_granularity: str = setting(RECIPE, "epoch: the side changes at epoch boundaries; step: every step",
-                                      admits=("epoch", "step"))
-    resize_mode: str = setting(RECIPE, "interpolation of the downscaling: nearest, bilinear or area",
-                               admits=("nearest", "bilinear", "area"))
+    progressive_resize: bool = declare("downscale training batches early in training", kind=RECIPE)
+    resize_initial_scale: float = declare("side scale until resize_start_fraction", kind=RECIPE)
+    resize_start_fraction: float = declare("share of training at the initial scale", kind=RECIPE)
+    resize_finish_fraction: float = declare("share of training at which full size is reached", kind=RECIPE)
+    resize_multiple: int = declare("the side is rounded to a multiple of this", admits=AT_LEAST_1, kind=RECIPE)
+    resize_granularity: ResizeGranularity = declare("epoch: the side changes at epoch boundaries; step: every "
+                                                    "step", kind=RECIPE)
+    resize_mode: ResizeMode = declare("interpolation of the downscaling: nearest, bilinear or area", kind=RECIPE)
 
 
 def _problem(c) -> str | None:

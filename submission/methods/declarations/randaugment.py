@@ -1,25 +1,29 @@
 """RandAugment's declaration (its code: methods/randaugment.py, methods/randaugment_batch.py)."""
 from dataclasses import dataclass
+from typing import Literal
 
-from ...setting_declaration import AT_LEAST_0, RECIPE, Range, setting
+from ...loader_kinds import augmenting_words, kind_of
+from ...setting_declaration import AT_LEAST_0, RECIPE, Range, declare
 from ..method import Method
+
+
+RandAugmentSet = Literal["all", "safe", "original"]
 
 
 @dataclass(frozen=True, kw_only=True)
 class RandAugmentSettings:
-    randaugment_depth: int = setting(RECIPE, "RandAugment: operations per image; 0: no RandAugment",
-                                     admits=AT_LEAST_0)
-    randaugment_severity: int = setting(RECIPE, "RandAugment: magnitude, 0-10", admits=Range(0, 10))
-    randaugment_set: str = setting(RECIPE, "RandAugment: augmentation set (all, safe, original)",
-                                   admits=("all", "safe", "original"))
+    randaugment_depth: int = declare("RandAugment: operations per image; 0: no RandAugment",
+                                     admits=AT_LEAST_0, kind=RECIPE)
+    randaugment_severity: int = declare("RandAugment: magnitude, 0-10", admits=Range(0, 10), kind=RECIPE)
+    randaugment_set: RandAugmentSet = declare("RandAugment: augmentation set (all, safe, original)", kind=RECIPE)
 
 
 def _problem(c) -> str | None:
     # it works on each image: in the torchvision loader's worker processes (PIL), or on the
     # device loader's batches (randaugment_batch.py); FFCV's compiled pipeline runs neither
-    if c.train_loader in ("torchvision", "device"):
+    if kind_of(c.train_loader).augments_each_image:
         return None
-    return (f"randaugment_depth={c.randaugment_depth} needs train_loader=torchvision or device: "
+    return (f"randaugment_depth={c.randaugment_depth} needs train_loader={augmenting_words()}: "
             "RandAugment works on each image, in the loader's worker processes or on the device, "
             "which FFCV's compiled pipeline cannot do")
 

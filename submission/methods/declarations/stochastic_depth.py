@@ -1,21 +1,22 @@
 """Stochastic depth's declaration (its code: methods/stochastic_depth.py)."""
 from dataclasses import dataclass
+from typing import Literal
 
-from ...setting_declaration import BELOW_1, RECIPE, setting
+from ...setting_declaration import BELOW_1, RECIPE, declare
 from ..method import Method
 
-METHODS = ("sample", "block")
-DISTRIBUTIONS = ("linear", "uniform")
+StochasticDepthMethod = Literal["sample", "block"]
+StochasticDepthDistribution = Literal["linear", "uniform"]
 
 
 @dataclass(frozen=True, kw_only=True)
 class StochasticDepthSettings:
-    stochastic_depth_rate: float = setting(RECIPE, "stochastic depth: drop rate of the last residual block; "
-                                                   "0: none", admits=BELOW_1)
-    stochastic_depth_method: str = setting(RECIPE, "stochastic depth: sample (per image) or block (per batch)",
-                                           admits=METHODS)
-    stochastic_depth_distribution: str = setting(RECIPE, "stochastic depth: rates linear in depth, or uniform",
-                                                 admits=DISTRIBUTIONS)
+    stochastic_depth_rate: float = declare("stochastic depth: drop rate of the last residual block; "
+                                           "0: none", admits=BELOW_1, kind=RECIPE)
+    stochastic_depth_method: StochasticDepthMethod = declare("stochastic depth: sample (per image) or block "
+                                                             "(per batch)", kind=RECIPE)
+    stochastic_depth_distribution: StochasticDepthDistribution = declare("stochastic depth: rates linear in "
+                                                                         "depth, or uniform", kind=RECIPE)
 
 
 STOCHASTIC_DEPTH = Method("stochastic_depth_rate", 0.0,

@@ -1,16 +1,21 @@
 """TrivialAugment's declaration (its code: methods/trivialaugment.py, methods/trivialaugment_batch.py)."""
 from dataclasses import dataclass
+from typing import Literal
 
-from ...setting_declaration import RECIPE, setting
+from ...loader_kinds import augmenting_words, kind_of
+from ...setting_declaration import RECIPE, declare
 from ..method import Method
+
+
+TrivialAugmentSpace = Literal["none", "wide", "composer"]
 
 
 @dataclass(frozen=True, kw_only=True)
 class TrivialAugmentSettings:
-    trivialaugment: str = setting(RECIPE, "TrivialAugment: one operation per image at a magnitude drawn over "
-                                          "its whole range; wide: torchvision's TrivialAugmentWide, composer: "
-                                          "RandAugment's operations and draws at severity 10; none: off",
-                                  admits=("none", "wide", "composer"))
+    trivialaugment: TrivialAugmentSpace = declare("TrivialAugment: one operation per image at a magnitude drawn "
+                                                  "over its whole range; wide: torchvision's TrivialAugmentWide, "
+                                                  "composer: RandAugment's operations and draws at severity 10; "
+                                                  "none: off", kind=RECIPE)
 
 
 def _problem(c) -> str | None:
@@ -18,9 +23,9 @@ def _problem(c) -> str | None:
     if c.randaugment_depth:
         return (f"trivialaugment={c.trivialaugment} with randaugment_depth={c.randaugment_depth}: "
                 "TrivialAugment replaces RandAugment (one operation per image); set randaugment_depth=0")
-    if c.train_loader in ("torchvision", "device"):
+    if kind_of(c.train_loader).augments_each_image:
         return None
-    return (f"trivialaugment={c.trivialaugment} needs train_loader=torchvision or device: it works on "
+    return (f"trivialaugment={c.trivialaugment} needs train_loader={augmenting_words()}: it works on "
             "each image, in the loader's worker processes or on the device, which FFCV's compiled "
             "pipeline cannot do")
 

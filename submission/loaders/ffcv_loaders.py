@@ -4,9 +4,12 @@ train: RandomResizedCrop decode -> horizontal flip -> tensor on the device (uint
        view of channels-last memory).
 val:   center-crop decode at eval_resolution from a crop of ratio eval_resolution /
        eval_resize (FixRes: 224 out of 232 on ImageNet).
-Normalisation runs in torch on the device (`normalize`), which keeps the pipelines
-numba-only before ToTensor (FFCV 1.0.2 hangs on jitted -> plain -> jitted chains) and
-needs no cupy on GPUs.
+Normalisation runs in torch on the device (the step's `Normalizer`), which keeps the
+pipelines numba-only before ToTensor (FFCV 1.0.2 hangs on jitted -> plain -> jitted chains)
+and needs no cupy on GPUs.
+
+Each Loader is handed out as the loaders' protocol (`FfcvLoader`, loaders/protocol.py): an
+epoch left early stops FFCV's thread and waits for it (`finish`).
 
 Distributed: training shards with FFCV's distributed mode (a DistributedSampler per
 epoch); validation gives each rank every world_size-th sample, so that each
@@ -21,10 +24,9 @@ import queue
 import numpy as np
 import torch
 
+from ..loader_kinds import FFCV
 from . import compile_cache, ffcv_threads
-
-IMAGENET_MEAN = (0.485 * 255, 0.456 * 255, 0.406 * 255)
-IMAGENET_STD = (0.229 * 255, 0.224 * 255, 0.225 * 255)
+from .protocol import Batch, LoaderFigures
 
 
 def to_device(device: torch.device) -> list:
@@ -38,7 +40,7 @@ def to_device(device: torch.device) -> list:
 
 
 def train_loader(path: str, resolution: int, batch_size: int, workers: int, seed: int,
-                 device: torch.device, distributed: bool, crop_scale_min: float = 0.08):
+                 device: torch.device, distributed: bool, crop_scale_min: float = 0.08) -> FfcvLoader:
     ffcv_threads.install()      # first: importing FFCV sets torch's threads
     compile_cache.install()
     from ffcv.fields.decoders import IntDecoder, RandomResizedCropRGBImageDecoder
@@ -50,13 +52,13 @@ def train_loader(path: str, resolution: int, batch_size: int, workers: int, seed
         ToTensor(), *to_device(device), ToTorchImage(channels_last=True),
     ]
     label_pipeline = [IntDecoder(), ToTensor(), *to_device(device)]
-    return Loader(path, batch_size=batch_size, num_workers=workers, order=OrderOption.RANDOM,
-                  distributed=distributed, seed=seed, drop_last=True, os_cache=True,
-                  pipelines={"image": image_pipeline, "label": label_pipeline})
+    return FfcvLoader(Loader(path, batch_size=batch_size, num_workers=workers, order=OrderOption.RANDOM,
+                             distributed=distributed, seed=seed, drop_last=True, os_cache=True,
+                             pipelines={"image": image_pipeline, "label": label_pipeline}))
 
 
 def val_loader(path: str, resolution: int, resize: int, batch_size: int, workers: int,
-               device: torch.device, rank: int, world_size: int, num_samples: int):
+               device: torch.device, rank: int, world_size: int, num_samples: int) -> FfcvLoader:
     ffcv_threads.install()      # first: importing FFCV sets torch's threads
     compile_cache.install()
     from ffcv.fields.decoders import CenterCropRGBImageDecoder, IntDecoder
@@ -71,15 +73,9 @@ def val_loader(path: str, resolution: int, resize: int, batch_size: int, workers
     # and the run then waits forever for the batch
     label_pipeline = [IntDecoder(), ToTensor(), *to_device(device)]
     shard = np.arange(rank, num_samples, world_size)
-    return Loader(path, batch_size=batch_size, num_workers=workers, order=OrderOption.SEQUENTIAL,
-                  indices=shard, drop_last=False, os_cache=True,
-                  pipelines={"image": image_pipeline, "label": label_pipeline})
-
-
-def eval_batch_sizes(num_samples: int, batch_size: int, rank: int, world_size: int) -> list[int]:
-    """The batch sizes val_loader(...) gives this rank: full batches, then the remainder."""
-    count = len(range(rank, num_samples, world_size))
-    return [size for size in dict.fromkeys((min(batch_size, count), count % batch_size)) if size]
+    return FfcvLoader(Loader(path, batch_size=batch_size, num_workers=workers, order=OrderOption.SEQUENTIAL,
+                             indices=shard, drop_last=False, os_cache=True,
+                             pipelines={"image": image_pipeline, "label": label_pipeline}))
 
 
 def finish(batches) -> None:
@@ -99,35 +95,41 @@ def finish(batches) -> None:
                 pass
 
 
-def one_epoch(loader):
-    """The batches of one epoch of `loader`; a loop that leaves early (target reached, an
-    exception) drops the generator, and CPython's reference counting then runs `finish`
-    at once, before the process can exit. A loader other than FFCV's (torchvision_loader)
-    needs no such care: its batches are just iterated."""
-    from ffcv.loader.epoch_iterator import EpochIterator
-    batches = iter(loader)
-    if not isinstance(batches, EpochIterator):
-        yield from batches
-        return
-    try:
-        yield from batches
-    finally:
-        finish(batches)
+class FfcvEpoch:
+    """One epoch of an FFCV Loader, started when made (FFCV's thread, its buffers); closed or
+    dropped, its thread is stopped and waited for (`finish`)."""
+
+    def __init__(self, batches):
+        self.batches = batches          # FFCV's EpochIterator: a thread
+
+    def __iter__(self) -> FfcvEpoch:
+        return self
+
+    def __next__(self) -> Batch:
+        return next(self.batches)
+
+    def close(self) -> None:
+        finish(self.batches)
+
+    def __del__(self) -> None:
+        self.close()
 
 
-def cycle(loader):
-    """Batches of `loader`, epoch after epoch, for measurements on small data sets."""
-    while True:
-        yield from one_epoch(loader)
+class FfcvLoader:
+    """An FFCV Loader as the loaders' protocol (loaders/protocol.py)."""
+    kind = FFCV
 
+    def __init__(self, loader):
+        self.loader = loader            # ffcv.loader.Loader
 
-class Normalizer:
-    """uint8 NCHW (channels last) -> float, ImageNet mean/std, on the batch's device."""
+    def __len__(self) -> int:
+        return len(self.loader)
 
-    def __init__(self, device: torch.device):
-        self.mean = torch.tensor(IMAGENET_MEAN, device=device).view(1, 3, 1, 1)
-        self.std = torch.tensor(IMAGENET_STD, device=device).view(1, 3, 1, 1)
+    def __iter__(self) -> FfcvEpoch:
+        return FfcvEpoch(iter(self.loader))
 
-    def __call__(self, images: torch.Tensor) -> torch.Tensor:
-        out = images.float().sub_(self.mean).div_(self.std)
-        return out.contiguous(memory_format=torch.channels_last)
+    def close(self) -> None:
+        """Nothing stays open between epochs: each epoch's thread ends with it."""
+
+    def figures(self) -> LoaderFigures:
+        return LoaderFigures(threads=self.loader.num_workers, batches_ahead=self.loader.batches_ahead)

@@ -13,18 +13,17 @@ from PIL import Image
 
 from image_folders import FFCV_FINALIZER_NOISE
 from submission.config import ConfigError, resolve
-from submission.data import device_loader, ffcv_loaders
 from submission.data.beton_samples import JPEG, BetonSamples, layout_problem
-from submission.data.batch_gather import random_crops
-from submission.data.device_loader import AUGMENT, DECODE, UndecodableSample
 from submission.data.prepare import prepare
-from submission.data.run_loaders import augmentation_of
 from submission.data.sharding import steps_per_epoch
 from submission.data.synthetic_images import FolderShape, write_folder
-from submission.data.torch_ops import count_ops
+from submission.loaders import device_loader, ffcv_loaders
+from submission.loaders.batch_gather import random_crops
+from submission.loaders.device_loader import AUGMENT, DECODE, UndecodableSample
+from submission.loaders.protocol import one_epoch
+from submission.loaders.run_loaders import batch_augmentation_of
+from submission.loaders.torch_ops import count_ops
 from submission.methods import randaugment_batch, trivialaugment_batch
-from submission.methods.randaugment import RandAugment
-from submission.methods.trivialaugment import TrivialAugment
 
 # torchvision 0.29 announces that its decoders move to TorchCodec (docs/gpu-data.md)
 DECODERS_MOVING = pytest.mark.filterwarnings("ignore:The image decoding and encoding capabilities:DeprecationWarning")
@@ -133,7 +132,7 @@ def test_an_epochs_batches_are_those_its_seeds_make_one_at_a_time(photos):
     """Made ahead by the loader's threads into its ring of host slots (here the fewest: one batch
     ahead, three slots), each batch is the one its seed makes alone: no slot is refilled while
     the step's thread still reads it."""
-    from submission.data.epoch_ahead import batch_seed
+    from submission.loaders.epoch_ahead import batch_seed
     loader = device_loader.DeviceLoader(photos["proportion"].train_path, side=24, batch_size=4, device=CPU,
                                         threads=2, train=True, seed=3, ahead=1)
     made = [(images.clone(), labels.clone()) for images, labels in loader]
@@ -188,12 +187,17 @@ def test_evaluation_across_ranks_scores_each_image_once(numbered):
     assert sorted(seen) == list(range(23))
 
 
-@pytest.mark.parametrize("augment, batched", [
-    (RandAugment(10, 1, "all"), lambda images, steps: randaugment_batch.apply(images, steps, "all")),
-    (TrivialAugment("wide"), lambda images, steps: trivialaugment_batch.apply(images, steps, "wide"))])
-def test_the_augmentation_is_its_batched_form_on_the_batchs_draws(photos, augment, batched):
+@pytest.mark.parametrize("settings, batched", [
+    ({"randaugment_depth": "1", "randaugment_severity": "10", "randaugment_set": "all"},
+     lambda images, steps: randaugment_batch.apply(images, steps, "all")),
+    ({"randaugment_depth": "0", "trivialaugment": "wide"},
+     lambda images, steps: trivialaugment_batch.apply(images, steps, "wide"))])
+def test_the_augmentation_is_its_batched_form_on_the_batchs_draws(photos, settings, batched):
+    """The configuration's RandAugment or TrivialAugment, built from its settings
+    (run_loaders.batch_augmentation_of), applied to the batch with the draws the host made."""
+    config = resolve("cpu", {"recipe": "hot", "train_loader": "device", **settings})
     hot = device_loader.train_loader(photos["proportion"].train_path, SIDE, 12, 1, 5, CPU, 0, 1,
-                                     augment=augment)
+                                     augment=batch_augmentation_of(config))
     indices = hot.order(0)[:12]
     host = hot.host(indices, seed=2)
     augmented, _ = hot.on_device(host)
@@ -206,7 +210,7 @@ def test_the_augmentation_is_its_batched_form_on_the_batchs_draws(photos, augmen
 def test_an_epoch_left_early_ends_its_thread_and_the_next_epoch_starts_over(photos):
     import threading
     loader = device_loader.train_loader(photos["proportion"].train_path, 16, 4, 1, 5, CPU, 0, 1)
-    for _ in ffcv_loaders.one_epoch(loader):
+    for _ in one_epoch(loader):
         break
     assert not [t for t in threading.enumerate() if t.name == "device-loader"]
     assert sum(1 for _ in loader) == len(loader)
@@ -275,8 +279,9 @@ def test_a_batch_costs_the_same_few_torch_operations_whatever_its_size(photos, d
     small, large = costs(None)
     assert small.ops == large.ops <= MOST_OPS, (small.names, large.names)
     assert small.names.count(DECODE) == large.names.count(DECODE) == (decoded_by == "device")
-    hot = augmentation_of(resolve("cpu", {"recipe": "hot"}))
-    for augment in (hot, TrivialAugment("wide")):
+    hot = {"recipe": "hot", "train_loader": "device"}
+    trivial = {**hot, "randaugment_depth": "0", "trivialaugment": "wide"}
+    for augment in (batch_augmentation_of(resolve("cpu", hot)), batch_augmentation_of(resolve("cpu", trivial))):
         small, large = costs(augment)
         assert small.ops == large.ops <= MOST_OPS
         assert small.parts[AUGMENT] == large.parts[AUGMENT] > 0
@@ -288,7 +293,7 @@ def test_the_gather_is_one_compiled_call_that_leaves_the_interpreter_to_other_th
     import threading
     import time
 
-    from submission.data import batch_gather
+    from submission.loaders import batch_gather
     compiled = batch_gather._compiled()
     assert compiled.targetoptions["nogil"] and compiled.targetoptions["parallel"]
     calls = []

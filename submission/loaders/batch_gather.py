@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from . import area_resize
-from .beton_samples import JPEG, BetonSamples
+from ..data.beton_samples import JPEG, BetonSamples
 
 GROWTH = 1.25       # a slot outgrown by a batch is made this much larger than the batch needs
 

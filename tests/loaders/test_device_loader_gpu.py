@@ -2,7 +2,7 @@
 and a thousand training batches match its CPU path. GPU machines only; every other run skips
 them (tests/conftest.py hides the GPUs unless the run selects the gpu mark). On a GPU machine:
 
-    python -m pytest -m gpu tests/data/test_device_loader_gpu.py
+    python -m pytest -m gpu tests/loaders/test_device_loader_gpu.py
 
 The hazard (docs/gpu-data.md; pytorch/vision#9606, meta-pytorch/torchcodec#1634): torchvision's
 decode_jpeg on CUDA allocates its outputs on the current stream, and nvJPEG writes them from a
@@ -18,7 +18,7 @@ import torch
 
 from image_folders import FFCV_FINALIZER_NOISE
 from submission.config import resolve
-from submission.data import device_loader
+from submission.loaders import device_loader
 from submission.data.beton_samples import JPEG, BetonSamples
 from submission.data.prepare import prepare
 from submission.data.synthetic_images import FolderShape, picture, write_folder
@@ -28,7 +28,7 @@ NESTED_PROTOTYPE = pytest.mark.filterwarnings("ignore:The PyTorch API of nested 
 pytestmark = [pytest.mark.gpu, FFCV_FINALIZER_NOISE, DECODERS_MOVING, NESTED_PROTOTYPE, pytest.mark.timeout(600),
               pytest.mark.skipif(not torch.cuda.is_available(),
                                  reason="needs CUDA: on a GPU machine, run "
-                                        "`python -m pytest -m gpu tests/data/test_device_loader_gpu.py`")]
+                                        "`python -m pytest -m gpu tests/loaders/test_device_loader_gpu.py`")]
 SLEEP_CYCLES = 2_000_000_000      # torch.cuda._sleep: about a second of one GPU thread spinning
 FILL = 77                         # what the freed blocks held, and what the copies out of them must hold
 

@@ -43,9 +43,14 @@ import numpy as np
 import torch
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
+from torch.utils.data.dataloader import _MultiProcessingDataLoaderIter
 from torchvision import transforms
 
-from .beton_samples import JPEG, BetonSamples
+from ..data.beton_samples import JPEG, BetonSamples
+from ..loader_kinds import TORCHVISION
+from .protocol import Epoch, LoaderFigures
+
+
 class BetonImages(Dataset):
     """(PIL RGB image, int label) of each sample of a .beton written by data/prepare.py,
     `transform` applied to the image (beton_samples.BetonSamples: the file is memory-mapped
@@ -132,7 +137,9 @@ def _end_on_sigterm_from(trainer: int) -> None:
 
 class TrainLoader:
     """Batches of one epoch per iteration; each iteration starts the next epoch (the
-    sampler's set_epoch: a new order, reproducible from the seed)."""
+    sampler's set_epoch: a new order, reproducible from the seed). The loaders' protocol
+    (loaders/protocol.py)."""
+    kind = TORCHVISION
 
     def __init__(self, dataset: Dataset, batch_size: int, workers: int, seed: int,
                  device: torch.device, rank: int, world_size: int):
@@ -160,10 +167,20 @@ class TrainLoader:
     def __len__(self) -> int:
         return len(self.loader)
 
-    def __iter__(self):
+    def __iter__(self) -> Epoch:
         self.sampler.set_epoch(self.epoch)
         self.epoch += 1
         return self._batches()
+
+    def figures(self) -> LoaderFigures:
+        workers = self.loader.num_workers
+        return LoaderFigures(threads=workers, batches_ahead=workers * (self.loader.prefetch_factor or 0))
+
+    def close(self) -> None:
+        """End the persistent worker processes (a later epoch forks new ones)."""
+        workers, self.loader._iterator = self.loader._iterator, None
+        if isinstance(workers, _MultiProcessingDataLoaderIter):
+            workers._shutdown_workers()
 
     def _batches(self):
         cuda = self.device.type == "cuda"

@@ -38,14 +38,16 @@ from typing import Callable
 import numpy as np
 import torch
 
+from ..data.beton_samples import JPEG, BetonSamples
+from ..loader_kinds import DEVICE
 from . import area_resize, batch_gather
 from .batch_gather import Crops, Gathered, HostSlot, Layout
-from .beton_samples import JPEG, BetonSamples
 from .epoch_ahead import EpochAhead
+from .protocol import LoaderFigures
 from .torch_ops import OpCount, count_ops
 
 AHEAD = 2        # batches made ahead of the one the step takes
-RECENT = 200     # batches whose timings LoaderFigures keeps
+RECENT = 200     # batches whose timings BatchTimings keeps
 DECODE, AUGMENT = "device_loader.decode", "device_loader.augment"    # named parts of a batch's device work
 # the decoded JPEGs are padded in one operation by a (strided) nested tensor, which torch calls
 # a prototype; it is used for that one operation only
@@ -73,25 +75,10 @@ def decode_jpegs(jpegs: list[torch.Tensor], device: torch.device) -> list[torch.
 @dataclass(frozen=True)
 class BatchAugment:
     """The configuration's per-image augmentation on a batch: its draws for `count` images from
-    a generator, on the host, and their application to a uint8 batch, on the device."""
+    a generator, on the host, and their application to a uint8 batch, on the device (built
+    from the configuration's settings: run_loaders.batch_augmentation_of)."""
     draw: Callable[[int, np.random.Generator], list]
     apply: Callable[[torch.Tensor, list], torch.Tensor]
-
-    @classmethod
-    def of(cls, augment) -> "BatchAugment | None":
-        """The batched form of `augment` (run_loaders.augmentation_of: a RandAugment or a
-        TrivialAugment, the PIL transforms that name the settings), or None."""
-        from ..methods import randaugment_batch, trivialaugment_batch
-        from ..methods.trivialaugment import TrivialAugment
-        if augment is None or getattr(augment, "depth", 1) == 0:
-            return None
-        if isinstance(augment, TrivialAugment):
-            space = augment.space
-            return cls(lambda count, random: trivialaugment_batch.draw(count, space, random),
-                       lambda images, steps: trivialaugment_batch.apply(images, steps, space))
-        severity, depth, chosen = augment.severity, augment.depth, augment.augmentation_set
-        return cls(lambda count, random: randaugment_batch.draw(count, severity, depth, chosen, random),
-                   lambda images, steps: randaugment_batch.apply(images, steps, chosen))
 
 
 @dataclass
@@ -110,7 +97,7 @@ class HostBatch:
         return self.indices[samples.modes[self.indices] == JPEG] if self.gathered.jpegs else self.indices[:0]
 
 
-class LoaderFigures:
+class BatchTimings:
     """What the loader measured of its own work, batch by batch (the last RECENT batches): the
     compiled gather on the host (the interpreter free), the device's JPEG decode (the stream
     synchronized, then nvJPEG), and the rest of the device part (on a GPU the Python that
@@ -128,23 +115,25 @@ class LoaderFigures:
 
 
 class DeviceLoader:
-    """Batches of one epoch per iteration (each iteration starts the next epoch)."""
+    """Batches of one epoch per iteration (each iteration starts the next epoch). The loaders'
+    protocol (loaders/protocol.py)."""
+    kind = DEVICE
 
     def __init__(self, path: str | Path, *, side: int, batch_size: int, device: torch.device,
                  threads: int, train: bool, seed: int = 0, rank: int = 0, world_size: int = 1,
-                 crop_scale_min: float = 0.08, center_ratio: float = 1.0, augment=None,
+                 crop_scale_min: float = 0.08, center_ratio: float = 1.0, augment: BatchAugment | None = None,
                  ahead: int = AHEAD):
         self.samples = BetonSamples(path, "device")
         self.side, self.batch_size, self.device, self.threads = side, batch_size, device, threads
         self.train, self.seed, self.rank, self.world_size = train, seed, rank, world_size
         self.crops = Crops(train, crop_scale_min, center_ratio)
-        self.augment = BatchAugment.of(augment)
+        self.augment = augment
         self.batches_ahead, self.epoch = ahead, 0
         # where JPEGs are decoded: on a GPU by the device (nvJPEG), on a CPU on the host with
         # FFCV's own decoder; a CPU test may decode on the "device" (torchvision's CPU decoder)
         # to run the GPU's path
         self.jpegs_on_device = device.type == "cuda"
-        self.figures = LoaderFigures()
+        self.timings = BatchTimings()
         self._ring: list[HostSlot] = []
         self._next_slot = 0
         self._offsets: dict[int, torch.Tensor] = {}
@@ -209,7 +198,7 @@ class DeviceLoader:
             slot, self._next_slot = ring[self._next_slot % len(ring)], self._next_slot + 1
         start = time.perf_counter()
         gathered = batch_gather.gather(self.samples, indices, self.crops, seed, slot, self.threads)
-        self.figures.host_s.append(time.perf_counter() - start)
+        self.timings.host_s.append(time.perf_counter() - start)
         count = gathered.count
         augment = self.augment.draw(count, np.random.default_rng(seed)) if self.augment else None
         return HostBatch(np.asarray(indices), slot, gathered, slot.boxes[:count].copy(),
@@ -233,7 +222,7 @@ class DeviceLoader:
             assert self.augment is not None       # which drew host.augment
             with torch.profiler.record_function(AUGMENT):
                 images = self.augment.apply(images, host.augment).contiguous(memory_format=torch.channels_last)
-        self.figures.device_s.append(time.perf_counter() - start - host.decode_s)
+        self.timings.device_s.append(time.perf_counter() - start - host.decode_s)
         return images, labels
 
     def ops_per_batch(self) -> OpCount:
@@ -275,7 +264,7 @@ class DeviceLoader:
             with torch.profiler.record_function(DECODE):
                 decoded = decode_jpegs(list(jpegs), self.device)
             host.decode_s = time.perf_counter() - start
-            self.figures.decode_s.append(host.decode_s)
+            self.timings.decode_s.append(host.decode_s)
             return decoded
         except RuntimeError as exc:
             self._name_undecodable(host)
@@ -319,15 +308,19 @@ class DeviceLoader:
                 f"px, {samples.sizes[index]} bytes) {what}: the file is damaged; delete it (or give "
                 "another cache_dir=) so that prepare writes it again from the images, then run again")
 
+    def figures(self) -> LoaderFigures:
+        return LoaderFigures(threads=self.threads, batches_ahead=self.batches_ahead)
+
     def close(self) -> None:
         self._ring = []
 
 
 def train_loader(path: str, resolution: int, batch_size: int, workers: int, seed: int,
                  device: torch.device, rank: int, world_size: int, crop_scale_min: float = 0.08,
-                 augment=None) -> DeviceLoader:
-    """The training loader of a .beton: FFCV's train loader's batches, with `augment` (a
-    RandAugment or TrivialAugment: run_loaders.augmentation_of) on each image of the batch."""
+                 augment: BatchAugment | None = None) -> DeviceLoader:
+    """The training loader of a .beton: FFCV's train loader's batches, with `augment` (the
+    configuration's RandAugment or TrivialAugment: run_loaders.batch_augmentation_of) on each
+    image of the batch."""
     return DeviceLoader(path, side=resolution, batch_size=batch_size, device=device, threads=workers,
                         train=True, seed=seed, rank=rank, world_size=world_size,
                         crop_scale_min=crop_scale_min, augment=augment)

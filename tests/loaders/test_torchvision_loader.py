@@ -23,7 +23,7 @@ from submission.data import sources
 from submission.data.beton_samples import JPEG
 from submission.data.prepare import prepare
 from submission.data.sharding import steps_per_epoch
-from submission.data.torchvision_loader import BetonImages, TrainLoader, image_transform, train_loader
+from submission.loaders.torchvision_loader import BetonImages, TrainLoader, image_transform, train_loader
 
 CPU = torch.device("cpu")
 TRAIN_COUNTS, VAL_COUNT = (8, 8, 7), 2
@@ -158,7 +158,10 @@ def test_batches_are_the_loops_and_repeat_from_the_seed(prepared):
     def epochs(seed, rank=0, count=1):
         loader = train_loader(path, 16, 4, 2, seed, CPU, rank, 1 if rank == 0 else 2,
                               crop_scale_min=0.25, augment=painted)
-        return [list(loader) for _ in range(count)]
+        try:
+            return [list(loader) for _ in range(count)]
+        finally:
+            loader.close()                              # its persistent workers stop here
 
     first, second = epochs(5, count=2)
     assert len(first) == len(second) == steps_per_epoch(23, 4, 1) == 5
@@ -207,7 +210,7 @@ WORKER_PROBE = '''
 import gc, json, multiprocessing, sys
 import torch
 from torch.utils.data import Dataset
-from submission.data.torchvision_loader import TrainLoader
+from submission.loaders.torchvision_loader import TrainLoader
 
 
 class Images(Dataset):

@@ -1,4 +1,4 @@
-"""submission/data/ffcv_loaders.py: FFCV's training and validation loaders over a prepared
+"""submission/loaders/ffcv_loaders.py: FFCV's training and validation loaders over a prepared
 folder: batches, shards, threads, and epochs left early."""
 from __future__ import annotations
 
@@ -10,7 +10,10 @@ import torch
 
 from image_folders import CPU, FFCV_FINALIZER_NOISE, read_val
 from image_folders import nested  # noqa: F401 - a module-scoped fixture, used by name
-from submission.data import ffcv_loaders
+from submission.data.sharding import eval_batch_sizes
+from submission.loaders import ffcv_loaders
+from submission.loaders.protocol import one_epoch
+from submission.step import IMAGENET_MEAN, IMAGENET_STD, Normalizer
 
 pytestmark = FFCV_FINALIZER_NOISE
 
@@ -32,10 +35,10 @@ def test_train_loader_iterates_an_epoch(nested):
     assert len(seen) == (len(labels["train"]) // 4) * 4            # drop_last
     assert not Counter(seen) - Counter(labels["train"])             # a sample at most once
 
-    normalized = ffcv_loaders.Normalizer(CPU)(images)
+    normalized = Normalizer(CPU)(images)
     assert normalized.dtype == torch.float32
     assert normalized.is_contiguous(memory_format=torch.channels_last)
-    expected = (images[:, 1].float() - ffcv_loaders.IMAGENET_MEAN[1]) / ffcv_loaders.IMAGENET_STD[1]
+    expected = (images[:, 1].float() - IMAGENET_MEAN[1]) / IMAGENET_STD[1]
     assert torch.allclose(normalized[:, 1], expected, atol=1e-5)
 
 
@@ -60,7 +63,7 @@ def test_cpu_batches_are_not_copied_in_the_loaders_thread(nested, monkeypatch):
                              device=CPU, rank=0, world_size=1, num_samples=data.eval_samples)
     for loader in (train, val):
         batches = 0
-        for images, labels in ffcv_loaders.one_epoch(loader):
+        for images, labels in one_epoch(loader):
             assert images.dtype == torch.uint8 and images.is_contiguous(memory_format=torch.channels_last)
             assert labels.shape == (len(images), 1)
             batches += 1
@@ -74,7 +77,8 @@ import torch
 import ffcv.reader                     # (prepare reads a .beton's metadata): torch's threads at 1
 from submission.bench.timing import bench_device
 from submission.config import resolve
-from submission.data import ffcv_loaders
+from submission.loaders import ffcv_loaders
+from submission.loaders.protocol import one_epoch
 seen = {"ffcv imported": torch.get_num_threads()}
 bench_device(resolve("cpu", {}))       # the run's count: cpu_threads=0, the usable cores
 seen["bench"] = torch.get_num_threads() == len(os.sched_getaffinity(0))
@@ -86,7 +90,7 @@ val = ffcv_loaders.val_loader(val_path, resolution=32, resize=36, batch_size=4, 
                          device=torch.device("cpu"), rank=0, world_size=1, num_samples=samples)
 seen["built"] = torch.get_num_threads()
 for loader in (train, val):
-    for _ in ffcv_loaders.one_epoch(loader):
+    for _ in one_epoch(loader):
         pass
 seen["epochs"] = torch.get_num_threads()
 print(json.dumps(seen))
@@ -119,16 +123,16 @@ def test_ffcv_leaves_torch_threads_to_the_run(nested, tmp_path):
 def test_an_epoch_left_early_leaves_no_decoding_thread(nested):
     """A run that reaches its target mid-epoch drops its batches: FFCV's thread would
     block forever on its full queue at the epoch's end (and a process exiting while it
-    decodes aborts). ffcv_loaders.one_epoch finishes it when the loop is left."""
+    decodes aborts). The epoch (ffcv_loaders.FfcvEpoch) finishes it when the loop is left."""
     import threading
     _, _, _, data = nested
     loader = ffcv_loaders.train_loader(data.train_path, resolution=32, batch_size=2, workers=1, seed=0,
                                   device=CPU, distributed=False)
     assert len(loader) == 7                       # more batches than FFCV's queue holds
-    for _ in ffcv_loaders.one_epoch(loader):
+    for _ in one_epoch(loader):
         break
     assert not [t for t in threading.enumerate() if type(t).__name__ == "EpochIterator"]
-    abandoned = iter(loader)                      # what a plain loop left early leaves behind
+    abandoned = iter(loader.loader)               # what a plain loop over FFCV's Loader leaves behind
     next(abandoned)
     abandoned.join(timeout=5)
     assert abandoned.is_alive()                   # still there: blocked on its full queue
@@ -148,7 +152,7 @@ def test_an_epoch_left_while_its_thread_decodes_stops_there(nested):
                                   device=CPU, distributed=False)
     assert len(loader) >= 14
     for trial in range(3):
-        left = iter(loader)
+        left = iter(loader.loader)
         next(left)
         ffcv_loaders.finish(left)
         assert not left.is_alive()
@@ -181,6 +185,6 @@ def test_eval_batch_sizes_are_those_the_val_loader_gives_a_last_batch_of_one_inc
                                     batch_size=batch_size, workers=1, device=CPU, rank=rank,
                                     world_size=world_size, num_samples=n)
         sizes = [len(labels.reshape(-1)) for _, labels in loader]
-        assert list(dict.fromkeys(sizes)) == ffcv_loaders.eval_batch_sizes(n, batch_size, rank, world_size)
+        assert list(dict.fromkeys(sizes)) == eval_batch_sizes(n, batch_size, rank, world_size)
         seen += sizes
     assert 1 in seen
