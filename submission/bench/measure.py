@@ -65,7 +65,7 @@ from ..run_plan import RunPlan
 from ..step import autocast_dtype, autocast_for, build_step, grad_scaler, optimizer_step
 from ..system_json import fill_from_host
 from ..warmup import compiled, warm_up_loaders
-from .timing import (describe_costs, finish, first_call, in_turns, loader_alone, matmul_peak, per_batch_costs,
+from .timing import (describe_costs, first_call, in_turns, loader_alone, matmul_peak, per_batch_costs,
                      synthetic_batch, sync, timed)
 
 def say(line: str = "") -> None:

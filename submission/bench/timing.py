@@ -3,6 +3,7 @@ the matmul peak; and the device a bench times on, set up as a run sets it up."""
 from __future__ import annotations
 
 import time
+from typing import cast
 
 import torch
 
@@ -102,10 +103,10 @@ def per_batch_costs(loader: Loader, batch: int, img_per_s: float) -> dict:
         return {"torch_ops": None, "augmentation_ops": None, "host_s": batch / img_per_s,
                 "device_s": None, "decode_s": None}
     from ..loaders.device_loader import AUGMENT, DeviceLoader
-    assert isinstance(loader, DeviceLoader), "the one loader whose operations are counted"
-    ms = loader.timings.per_batch_ms()          # of the batches timed: before the count's two
-    counted = loader.ops_per_batch()
-    return {"torch_ops": counted.ops, "augmentation_ops": counted.parts[AUGMENT] if loader.augment else None,
+    device_loader = cast(DeviceLoader, loader)      # the one kind whose operations are counted
+    ms = device_loader.timings.per_batch_ms()          # of the batches timed: before the count's two
+    counted = device_loader.ops_per_batch()
+    return {"torch_ops": counted.ops, "augmentation_ops": counted.parts[AUGMENT] if device_loader.augment else None,
             **{f"{name}_s": None if value is None else value / 1e3 for name, value in ms.items()}}
 
 
