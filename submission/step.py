@@ -164,6 +164,13 @@ class RecipeStep:
             self.ema.update(self.model, step)
 
     @property
+    def classes(self) -> int:
+        """The classes the model scores: its last layer's outputs."""
+        head = self.model.fc
+        assert isinstance(head, nn.Linear), "a ResNet's head (model.py)"
+        return head.out_features
+
+    @property
     def eval_model(self) -> nn.Module:
         """What evaluation scores: the EMA copy when the recipe keeps one."""
         return self.ema.model if self.ema else self.model

@@ -24,7 +24,7 @@ import torch
 from ..methods import ALL
 from ..methods.sam import SAM
 from ..step import Normalizer, build_step
-from .measure import plain_loop
+from .step_rows import TrainStep, plain_loop
 from .timing import bench_device, in_turns, synthetic_batch
 
 WARM_UP_STEPS = 3                 # first steps allocate and pick kernels: not timed
@@ -52,7 +52,7 @@ def comparison(config, classes: int, steps: int, rounds: int) -> dict:
     """{row: img/s} for every variant and the plain loop, each its best of `rounds`."""
     device = bench_device(config)
     normalize = Normalizer(device)
-    steps_of = {RECIPE_ROW: build_step(config, classes, device)}
+    steps_of: dict[str, TrainStep] = {RECIPE_ROW: build_step(config, classes, device)}
     for method in VARIANTS:
         if not method.on(config):
             continue                  # the recipe does not have this method

@@ -51,7 +51,7 @@ def loader_sweep(config, device: torch.device, steps: int, say=print) -> None:
         stored = Reader(data.train_path).alloc_table["size"].sum()   # without page padding
         say(f"  {mode:<11} {max_resolution:>6} px  q{quality:<4} "
             f"{stored / data.train_samples / 1024:9.1f} KiB/image {rates[0]:10.1f} img/s {rates[1]:10.1f} img/s"
-            f"{costs['torch_ops']:>11}{_ms(costs['host_s']):>9}{_ms(costs['decode_s']):>11}{_ms(costs['device_s']):>11}")
+            f"{costs.torch_ops:>11}{_ms(costs.host_s):>9}{_ms(costs.decode_s):>11}{_ms(costs.device_s):>11}")
     say(f"  ({data.train_samples} images in each variant; the device loader's milliseconds are medians per "
         "batch; decode: its JPEGs on the device, none where it decodes them on the host (a CPU))")
 

@@ -3,6 +3,7 @@ the matmul peak; and the device a bench times on, set up as a run sets it up."""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import torch
 
@@ -90,36 +91,51 @@ def loader_alone(loader: Loader, batches: int, device: torch.device, restarts: i
     return rate, max(0.0, sum(later_starts) / len(later_starts) - steady_s / steady_batches)
 
 
-def per_batch_costs(loader: Loader, batch: int, img_per_s: float) -> dict:
-    """What one batch of a loader measured alone costs the host: `torch_ops` its device work
-    calls from Python and `augmentation_ops` its augmentation's (the device loader's, counted
-    with torch.profiler; None for the others: their kind's `uncounted_ops`), `host_s` its host work (the device
-    loader's compiled gather, median; FFCV's and torchvision's whole batch at their rate alone:
-    all of their work is host work); the device loader's `decode_s`, its device's JPEG decode,
-    and `device_s`, the rest of its device part (on a GPU the Python that queues it, on a CPU
-    the work itself), medians (None for the others)."""
+@dataclass(frozen=True)
+class BatchCosts:
+    """What one batch of a loader measured alone costs the host (per_batch_costs): `torch_ops`
+    its device work calls from Python and `augmentation_ops` its augmentation's (the device
+    loader's, counted with torch.profiler; None for the others: their kind's `uncounted_ops`),
+    `host_s` its host work (the device loader's compiled gather, median; FFCV's and
+    torchvision's whole batch at their rate alone: all of their work is host work); the device
+    loader's `decode_s`, its device's JPEG decode, and `device_s`, the rest of its device part
+    (on a GPU the Python that queues it, on a CPU the work itself), medians (None for the others)."""
+    torch_ops: int | None
+    augmentation_ops: int | None
+    host_s: float | None
+    device_s: float | None
+    decode_s: float | None
+
+
+def per_batch_costs(loader: Loader, batch: int, img_per_s: float) -> BatchCosts:
+    """The BatchCosts of `loader`, measured alone at `img_per_s`."""
     if loader.kind.uncounted_ops is not None:
-        return {"torch_ops": None, "augmentation_ops": None, "host_s": batch / img_per_s,
-                "device_s": None, "decode_s": None}
+        return BatchCosts(torch_ops=None, augmentation_ops=None, host_s=batch / img_per_s, device_s=None,
+                          decode_s=None)
     from ..loaders.device_loader import AUGMENT, DeviceLoader
     assert isinstance(loader, DeviceLoader), "the one loader whose operations are counted"
     ms = loader.timings.per_batch_ms()          # of the batches timed: before the count's two
     counted = loader.ops_per_batch()
-    return {"torch_ops": counted.ops, "augmentation_ops": counted.parts[AUGMENT] if loader.augment else None,
-            **{f"{name}_s": None if value is None else value / 1e3 for name, value in ms.items()}}
+    seconds = {name: None if value is None else value / 1e3 for name, value in ms.items()}
+    return BatchCosts(torch_ops=counted.ops, augmentation_ops=counted.parts[AUGMENT] if loader.augment else None,
+                      host_s=seconds["host"], device_s=seconds["device"], decode_s=seconds["decode"])
 
 
-def describe_costs(kind: LoaderKind, costs: dict, threads: int) -> str:
+def describe_costs(kind: LoaderKind, costs: BatchCosts, threads: int) -> str:
     """One line of what per_batch_costs found, for people."""
-    if costs["torch_ops"] is None:
-        return (f"per batch: torch operations n/a ({kind.uncounted_ops}); host {costs['host_s'] * 1e3:.1f} ms "
+    if costs.torch_ops is None:
+        return (f"per batch: torch operations n/a ({kind.uncounted_ops}); host {_in_ms(costs.host_s):.1f} ms "
                 f"(its whole batch with {threads} thread(s): all of its work is on the host)")
-    augmentation = (f", its augmentation's {costs['augmentation_ops']} apart"
-                    if costs["augmentation_ops"] is not None else "")
-    decode = f", the device's JPEG decode {costs['decode_s'] * 1e3:.1f} ms" if costs["decode_s"] is not None else ""
-    return (f"per batch: {costs['torch_ops']} torch operations called from Python{augmentation}; host "
-            f"{costs['host_s'] * 1e3:.1f} ms (the compiled gather, {threads} thread(s), the interpreter free), "
-            f"the rest of its device part {costs['device_s'] * 1e3:.1f} ms{decode}")
+    augmentation = (f", its augmentation's {costs.augmentation_ops} apart"
+                    if costs.augmentation_ops is not None else "")
+    decode = f", the device's JPEG decode {_in_ms(costs.decode_s):.1f} ms" if costs.decode_s is not None else ""
+    return (f"per batch: {costs.torch_ops} torch operations called from Python{augmentation}; host "
+            f"{_in_ms(costs.host_s):.1f} ms (the compiled gather, {threads} thread(s), the interpreter free), "
+            f"the rest of its device part {_in_ms(costs.device_s):.1f} ms{decode}")
+
+
+def _in_ms(seconds: float | None) -> float:
+    return float("nan") if seconds is None else seconds * 1e3
 
 
 def matmul_peak(device: torch.device, dtype: torch.dtype, n: int, rounds: int) -> float:
