@@ -342,7 +342,7 @@ def check_package(folder: Path, rulesets: Sequence[str] = DEFAULT_RULESETS) -> l
 
 
 # ---- entry points ------------------------------------------------------------
-def check_path(path, rulesets: Sequence[str] = DEFAULT_RULESETS) -> list[Verdict]:
+def check_path(path: Path | str, rulesets: Sequence[str] = DEFAULT_RULESETS) -> list[Verdict]:
     """Every verdict for PATH (file, results folder or package). Raises FileNotFoundError
     when PATH does not exist and CheckError when it holds nothing checkable."""
     path = Path(path)
@@ -370,7 +370,7 @@ def format_table(verdicts: Sequence[Verdict], verbose: bool = False, width: int 
     rows = [(v.target, v.checker, v.ruleset, v.word) for v in verdicts]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
 
-    def line(cells, reason=""):
+    def line(cells: Sequence[str], reason: str = "") -> str:
         text = "  ".join(c.ljust(w) for c, w in zip(cells, widths))
         return f"{text}  {reason}".rstrip()
 

@@ -19,6 +19,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Callable
 
 from .jsonfile import record_from_dict
@@ -164,7 +165,7 @@ class NvmlBoard(Counter):
         self.nvml.nvmlShutdown()
 
 
-def _nvml_handle(pynvml, index: int, uuid: str):
+def _nvml_handle(pynvml: ModuleType, index: int, uuid: str) -> object:
     """NVML's handle of torch's CUDA device `index`: by its UUID; else, where no
     CUDA_VISIBLE_DEVICES renumbers the devices, by the same index."""
     if uuid:

@@ -29,7 +29,7 @@ import os
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from .energy import Energy
 from .progress import ENERGY, EVAL, WINDOW
@@ -138,7 +138,7 @@ class Tracking:
             self._guarded(writer, writer.close)
         self.writers = []
 
-    def _guarded(self, writer, call) -> None:
+    def _guarded(self, writer: TensorBoardWriter | WandbWriter, call: Callable[[], object]) -> None:
         try:
             call()
         except Exception as exc:    # noqa: BLE001 - a tracker never stops a run

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import sys
 
-from ..config import ConfigError, parse_overrides
+from ..config import Config, ConfigError, parse_overrides
 from ..preflight import resolve_here
 from ..options import BenchOptions
 from ..preflight import loader_workers, precision_problems
 from .rows import say
 
 
-def fitted(config):
+def fitted(config: Config) -> Config:
     """The configuration with workers_per_device fitted to the CPUs this process may use,
     as a campaign fits it (preflight.loader_workers): lowered and said where the harness
     chose it, refused where the user did."""

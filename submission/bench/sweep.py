@@ -6,7 +6,11 @@ compiled gather, its device's JPEG decode and the rest of its device part (on a 
 that queues it; on a CPU the work itself: timing.per_batch_costs)."""
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
+
+from ..config import Config
 
 from ..loaders import device_loader, ffcv_loaders
 from ..data.prepare import prepare
@@ -23,7 +27,7 @@ LOADER_SWEEP = (  # (write_mode, write_max_resolution, write_jpeg_quality)
 SWEEP_TRAIN_LIMIT = 5000          # images per variant, unless train_limit is given
 
 
-def loader_sweep(config, device: torch.device, steps: int, say=print) -> None:
+def loader_sweep(config: Config, device: torch.device, steps: int, say: Callable[[str], None] = print) -> None:
     """FFCV's train loader and the device loader alone, at the configuration's size and
     threads, on the same images written with each LOADER_SWEEP variant (each a .beton of its
     own, cached); a row printed as each is measured."""

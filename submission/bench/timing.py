@@ -3,12 +3,14 @@ the matmul peak; and the device a bench times on, set up as a run sets it up."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 
 from .. import inventory
-from ..config import ConfigError
+from ..config import Config, ConfigError
 from ..loaders import ffcv_threads
 from ..loaders.protocol import Loader, one_epoch
 from ..loader_kinds import LoaderKind
@@ -19,7 +21,7 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def timed(step, calls: int, device: torch.device, warmup: int = 2) -> float:
+def timed(step: Callable[[], object], calls: int, device: torch.device, warmup: int = 2) -> float:
     """Seconds per call of step() after warm-up calls (first calls compile or allocate)."""
     for _ in range(warmup):
         step()
@@ -31,7 +33,7 @@ def timed(step, calls: int, device: torch.device, warmup: int = 2) -> float:
     return (time.perf_counter() - start) / calls
 
 
-def first_call(step, device: torch.device) -> float:
+def first_call(step: Callable[[], object], device: torch.device) -> float:
     """Seconds of one call of step(), its set-up included."""
     sync(device)
     start = time.perf_counter()
@@ -40,8 +42,8 @@ def first_call(step, device: torch.device) -> float:
     return time.perf_counter() - start
 
 
-def in_turns(steps_of: dict, images_per_call: int, calls: int, rounds: int, device: torch.device,
-             warmup: int = 3) -> dict:
+def in_turns(steps_of: dict[str, Callable[[], object]], images_per_call: int, calls: int, rounds: int,
+             device: torch.device, warmup: int = 3) -> dict[str, float]:
     """{name: img/s} of each step(), the steps taking turns: `warmup` untimed calls of each
     (first calls allocate, pick kernels, record CUDA graphs), then `rounds` rounds of
     `calls` timed calls of each in turn; each its best round. A machine whose speed drifts
@@ -113,11 +115,11 @@ def per_batch_costs(loader: Loader, batch: int, img_per_s: float) -> BatchCosts:
         return BatchCosts(torch_ops=None, augmentation_ops=None, host_s=batch / img_per_s, device_s=None,
                           decode_s=None)
     from ..loaders.device_loader import AUGMENT, DeviceLoader
-    assert isinstance(loader, DeviceLoader), "the one loader whose operations are counted"
-    ms = loader.timings.per_batch_ms()          # of the batches timed: before the count's two
-    counted = loader.ops_per_batch()
+    counting = cast(DeviceLoader, loader)       # the one kind whose operations are counted (loader_kinds.py)
+    ms = counting.timings.per_batch_ms()        # of the batches timed: before the count's two
+    counted = counting.ops_per_batch()
     seconds = {name: None if value is None else value / 1e3 for name, value in ms.items()}
-    return BatchCosts(torch_ops=counted.ops, augmentation_ops=counted.parts[AUGMENT] if loader.augment else None,
+    return BatchCosts(torch_ops=counted.ops, augmentation_ops=counted.parts[AUGMENT] if counting.augment else None,
                       host_s=seconds["host"], device_s=seconds["device"], decode_s=seconds["decode"])
 
 
@@ -147,7 +149,7 @@ def matmul_peak(device: torch.device, dtype: torch.dtype, n: int, rounds: int) -
     return 2 * n ** 3 / seconds
 
 
-def bench_device(config) -> torch.device:
+def bench_device(config: Config) -> torch.device:
     """The device a bench times on, with the run's CPU threads and cuDNN setting."""
     device = torch.device("cuda" if config.device_type == "cuda" else "cpu")
     ffcv_threads.install()      # else FFCV's Loaders set torch's threads to their worker count
@@ -157,7 +159,8 @@ def bench_device(config) -> torch.device:
     return device
 
 
-def synthetic_batch(batch: int, side: int, classes: int, device: torch.device, generator=None):
+def synthetic_batch(batch: int, side: int, classes: int, device: torch.device,
+                    generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(uint8 images NCHW in channels-last memory, labels) as the loaders give them."""
     images = torch.randint(0, 256, (batch, 3, side, side), dtype=torch.uint8, generator=generator)
     labels = torch.randint(0, classes, (batch,), generator=generator)

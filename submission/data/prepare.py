@@ -31,7 +31,7 @@ def _subset_indices(total: int, limit: int) -> np.ndarray:
     return np.linspace(0, total - 1, limit).round().astype(np.int64)
 
 
-def _subset(split, limit: int):
+def _subset(split: sources.FolderSplit | sources.ArraySplit, limit: int) -> sources.FolderSplit | sources.ArraySplit:
     keep = _subset_indices(len(split), limit)
     if isinstance(split, sources.ArraySplit):
         return sources.ArraySplit(split.images[keep], split.labels[keep], split.classes,

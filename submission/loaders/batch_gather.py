@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,14 +39,15 @@ _PARALLEL = threading.Lock()
 
 
 @functools.cache
-def crop_drawer():
+def crop_drawer() -> Callable[..., None]:
     """FFCV's crop draw and a flip draw for each image of a batch, from the generator of
     numba's thread (or numpy's, where FFCV's compilation is off) seeded for the batch."""
     from ffcv.fields.rgb_image import get_random_crop
     from ffcv.pipeline.compiler import Compiler
     crop = Compiler.compile(get_random_crop)
 
-    def draw(heights, widths, scale, ratio, seed, boxes, flips):
+    def draw(heights: np.ndarray, widths: np.ndarray, scale: np.ndarray, ratio: np.ndarray, seed: np.uint32,
+             boxes: np.ndarray, flips: np.ndarray) -> None:
         np.random.seed(seed)
         for n in range(len(heights)):
             top, left, height, width = crop(heights[n], widths[n], scale, ratio)
@@ -169,7 +171,7 @@ def gather(samples: BetonSamples, indices: np.ndarray, crops: Crops, seed: int, 
 
 
 @functools.cache
-def _compiled():
+def _compiled() -> Callable[..., None]:
     """The gather, compiled once per process (plain Python where numba's JIT is disabled); its
     taps without fastmath, so that their floors fall where OpenCV's do."""
     import numba
@@ -178,9 +180,12 @@ def _compiled():
     draw, taps, decode = crop_drawer(), numba.njit(area_resize.axis_taps), numba.njit(nogil=True)(imdecode)
 
     @numba.njit(nogil=True, parallel=True)
-    def batch(data, modes, heights, widths, ptrs, sizes, all_labels, indices, train, seed, scale, ratio,
-              center_ratio, side, width, canvas_rows, decode_here, raw_rows,
-              pixels, jpeg_bytes, jpeg_lengths, index, weights, labels, boxes, flips, failed):
+    def batch(data: np.ndarray, modes: np.ndarray, heights: np.ndarray, widths: np.ndarray, ptrs: np.ndarray,
+              sizes: np.ndarray, all_labels: np.ndarray, indices: np.ndarray, train: bool, seed: np.uint32,
+              scale: np.ndarray, ratio: np.ndarray, center_ratio: float, side: int, width: int, canvas_rows: int,
+              decode_here: bool, raw_rows: int, pixels: np.ndarray, jpeg_bytes: np.ndarray,
+              jpeg_lengths: np.ndarray, index: np.ndarray, weights: np.ndarray, labels: np.ndarray,
+              boxes: np.ndarray, flips: np.ndarray, failed: np.ndarray) -> None:
         count = len(indices)
         if train:
             draw(heights[indices], widths[indices], scale, ratio, seed, boxes, flips)

@@ -35,7 +35,7 @@ from ..system_descriptor import SystemDescriptor
 from ..system_json import fill_from_host
 from . import grid_report
 from . import points as grid_points
-from .grid import Grid, load_grid
+from .grid import Grid, GridPoint, load_grid
 from .grid_progress import GridProgress
 
 if TYPE_CHECKING:       # read only with profile= (it imports the projection)
@@ -120,7 +120,8 @@ def _refuse_options(grid: Grid, first: Config, options: TradeoffOptions,
     return inputs_of(options, by_recipe)
 
 
-def run_points(grid: Grid, chosen, configs: dict[int, Config], folder: Path, count: int, redo: bool) -> None:
+def run_points(grid: Grid, chosen: list[GridPoint], configs: dict[int, Config], folder: Path, count: int,
+               redo: bool) -> None:
     """Each chosen point in turn (its old run set aside first with redo), a progress line after
     each when there are several."""
     progress = GridProgress(chosen)
@@ -135,7 +136,7 @@ def run_points(grid: Grid, chosen, configs: dict[int, Config], folder: Path, cou
             print(progress.line(), flush=True)
 
 
-def _refuse_busy(grid: Grid, chosen, folder: Path) -> None:
+def _refuse_busy(grid: Grid, chosen: list[GridPoint], folder: Path) -> None:
     """Refuse, before anything is written, a command whose points another process is running."""
     for point in chosen:
         holder = runs.lock_holder(grid_points.point_folder(folder, point).path)
@@ -155,7 +156,7 @@ def _default_grid(given: dict[str, str]) -> str:
     return "embedded"
 
 
-def _chosen(points, point: int | None):
+def _chosen(points: list[GridPoint], point: int | None) -> list[GridPoint]:
     if point is None:
         return points
     if point >= len(points):
@@ -163,7 +164,7 @@ def _chosen(points, point: int | None):
     return [points[point]]
 
 
-def listing(grid: Grid, points, folder: Path, words: list[str]) -> str:
+def listing(grid: Grid, points: list[GridPoint], folder: Path, words: list[str]) -> str:
     lines = [f"grid {grid.name} ({grid.source}): {len(points)} points, results in {folder}", "",
              "| point | configuration | budget | seed | finished |", "|---|---|---|---|---|"]
     lines += [f"| {p.index} | {p.configuration} | {p.budget:g} ({grid.budget_key}) | {p.seed} | "
