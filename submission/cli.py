@@ -22,13 +22,27 @@ import json
 import os
 import select
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 from .config import REPO_ROOT, Config, ConfigError, parse_overrides, resolve
-from .options import (BenchOptions, CheckOptions, DescribeOptions, NoOptions, PackageOptions, ProjectOptions,
-                      QualifyOptions, ReportOptions, RunOptions, ScoreOptions, TradeoffOptions, help_text, parse)
+from .options import (
+    BenchOptions,
+    CheckOptions,
+    DescribeOptions,
+    NoOptions,
+    PackageOptions,
+    ProjectOptions,
+    QualifyOptions,
+    ReportOptions,
+    RunOptions,
+    ScoreOptions,
+    TradeoffOptions,
+    help_text,
+    parse,
+)
 from .results import CampaignError
 from .run_folder import CampaignFolder, ResultsRoot
 

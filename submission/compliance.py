@@ -44,9 +44,9 @@ import re
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Sequence
 
 from mlperf_logging.compliance_checker import mlp_compliance, mlp_parser
 from mlperf_logging.system_desc_checker.system_desc_checker import check_system_desc

@@ -17,10 +17,11 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 from .jsonfile import record_from_dict
 
@@ -55,7 +56,7 @@ class Energy:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Energy":
+    def from_dict(cls, data: dict[str, Any]) -> Energy:
         return record_from_dict(cls, data)
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from mlperf_logging.mllog.mllog import MLLogger
 from mlperf_logging.mllog import constants as C
+from mlperf_logging.mllog.mllog import MLLogger
 
 from .config import Config
 

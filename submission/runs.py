@@ -33,7 +33,6 @@ from .stop_signals import FirstSignal, first_signal_interrupts
 from .system_json import run_description
 from .train_args import TrainArgs
 
-
 STOP_GRACE_S = 60     # after Ctrl-C, how long the workers get to log run_stop and exit
 
 

@@ -4,8 +4,7 @@ the schedule the recipe's settings give the published run (the RunPlan the loop 
 from __future__ import annotations
 
 from . import settings as declared
-from .config import (DEFAULT_RECIPE, Config, ConfigError, combination_problems, load_recipe, parse_overrides,
-                     ratio_range)
+from .config import DEFAULT_RECIPE, Config, ConfigError, combination_problems, load_recipe, parse_overrides, ratio_range
 from .data.sources import PUBLISHED_SPLIT_SIZES
 from .run_plan import RunPlan
 from .setting_declaration import Range

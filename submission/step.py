@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 from torch import nn
@@ -179,7 +179,7 @@ class RecipeStep:
         """What evaluation scores: the EMA copy when the recipe keeps one."""
         return self.ema.model if self.ema else self.model
 
-    def with_net(self, net: nn.Module) -> "RecipeStep":
+    def with_net(self, net: nn.Module) -> RecipeStep:
         """The same step calling another wrapper of the same model (a compiled one)."""
         return dataclasses.replace(self, net=net)
 
@@ -190,7 +190,7 @@ def build_step(config: Config, num_classes: int, device: torch.device, *,
     """The recipe step of `config` on `device`. ddp: the model wrapped in
     DistributedDataParallel (the process group is up). optimizer: another optimizer in
     place of the recipe's, given the model (the bench's per-method comparison)."""
-    from .model import model_from_config    # torchvision: seconds that `settings` and `project` need not pay
+    from .model import model_from_config  # torchvision: seconds that `settings` and `project` need not pay
     model = model_from_config(config, num_classes)
     if config.stochastic_depth_rate:
         apply_stochastic_depth(model, config.stochastic_depth_rate, config.stochastic_depth_method,

@@ -16,7 +16,6 @@ import sys
 from collections.abc import Iterator
 from types import FrameType
 
-
 # The exit status of a trainer that stopped on a signal after logging run_stop "interrupted"
 # (128 + SIGINT, the shells' status for a process Ctrl-C ended); torchrun's launcher reads it.
 INTERRUPTED_EXIT = 130

@@ -33,8 +33,9 @@ import importlib.util
 import platform
 import runpy
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from . import inventory
 from .config import Config

@@ -27,9 +27,10 @@ import math
 import netrc
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .energy import Energy
 from .progress import ENERGY, EVAL, WINDOW
@@ -86,7 +87,7 @@ class Target:
         return json.dumps(asdict(self))
 
     @classmethod
-    def from_text(cls, text: str) -> "Target | None":
+    def from_text(cls, text: str) -> Target | None:
         if not text:
             return None
         data = json.loads(text)
@@ -152,7 +153,7 @@ class TensorBoardWriter:
     name = "TensorBoard"
 
     def __init__(self, folder: Path):
-        from torch.utils.tensorboard import SummaryWriter      # imported before run_start
+        from torch.utils.tensorboard import SummaryWriter  # imported before run_start
         self.folder, self._make = Path(folder), SummaryWriter
         self.writer: SummaryWriter | None = None
 

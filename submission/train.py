@@ -22,8 +22,8 @@ import json
 import random
 import sys
 import time
-from dataclasses import dataclass
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -37,10 +37,10 @@ from .data import fingerprint
 from .data.data_json import PreparedData
 from .data.prepare import cache_folder
 from .data.sharding import eval_batch_sizes
+from .followers import RunSpec, agree_on_run
 from .loaders import compile_cache, ffcv_threads
 from .loaders.protocol import Loader, one_epoch
 from .loaders.run_loaders import run_loaders
-from .followers import RunSpec, agree_on_run
 from .mlperf_log import RunLog
 from .progress import Reporter
 from .run_folder import partial_of

@@ -36,13 +36,12 @@ from typing import cast
 import numpy as np
 import torch
 
-from .loaders.protocol import Loader, one_epoch
 from .loaders import compile_cache
+from .loaders.protocol import Loader, one_epoch
 from .methods.sam import SAM
 from .out_of_memory import At
 from .run_plan import RunPlan
 from .step import RecipeStep
-
 
 RECOMPILE_ADVICE = "Run with TORCH_LOGS=recompiles to see why, or compile=false"
 
@@ -211,6 +210,7 @@ def compiled(net: torch.nn.Module, cache_dir: Path, sizes: int, cuda_graphs: boo
     dynamic: graphs with symbolic sizes instead (dynamic=True), compiled again only where a
     size changes a guard. What each costs and gains: docs/timing-and-warmup.md."""
     import os
+
     from torch._inductor.runtime.cache_dir_utils import default_cache_dir
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, sizes)
     chosen = os.environ.get("TORCHINDUCTOR_CACHE_DIR")

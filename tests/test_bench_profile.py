@@ -7,14 +7,28 @@ import json
 
 import pytest
 
-from conftest import REPO
 from submission import bench_profile as profile_module
 from submission.bench.measure import measured
-from submission.bench_profile import (BenchProfile, FedStep, Loader, LoaderBeside, LoaderProbe, LoaderSetup,
-                                      LoopOverhead, ProfileError, SetupExtra, SideStep, parse, read,
-                                      recorded_settings, write)
+from submission.bench_profile import (
+    BenchProfile,
+    FedStep,
+    Loader,
+    LoaderBeside,
+    LoaderProbe,
+    LoaderSetup,
+    LoopOverhead,
+    ProfileError,
+    SetupExtra,
+    SideStep,
+    parse,
+    read,
+    recorded_settings,
+    write,
+)
 from submission.config import resolve
 from submission.projection import rates
+
+from conftest import REPO
 
 
 def test_a_schema_1_profile_is_refused_saying_what_to_do():

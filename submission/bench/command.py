@@ -5,9 +5,8 @@ from __future__ import annotations
 import sys
 
 from ..config import Config, ConfigError, parse_overrides
-from ..preflight import resolve_here
 from ..options import BenchOptions
-from ..preflight import loader_workers, precision_problems
+from ..preflight import loader_workers, precision_problems, resolve_here
 from .rows import say
 
 

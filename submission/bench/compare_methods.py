@@ -24,7 +24,6 @@ import torch
 from torch import nn
 
 from ..config import Config
-
 from ..methods import ALL
 from ..methods.sam import SAM
 from ..step import Normalizer, Optimizer, build_step

@@ -11,9 +11,8 @@ from collections.abc import Callable
 import torch
 
 from ..config import Config
-
-from ..loaders import device_loader, ffcv_loaders
 from ..data.prepare import prepare
+from ..loaders import device_loader, ffcv_loaders
 from .timing import loader_alone, per_batch_costs
 
 # .beton write options against loader rate; the first row is the published conversion

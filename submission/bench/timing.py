@@ -11,9 +11,9 @@ import torch
 
 from .. import inventory
 from ..config import Config, ConfigError
+from ..loader_kinds import LoaderKind
 from ..loaders import ffcv_threads
 from ..loaders.protocol import Loader, one_epoch
-from ..loader_kinds import LoaderKind
 
 
 def sync(device: torch.device) -> None:

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from ..config import Config, ConfigError
 from .. import said
+from ..config import Config, ConfigError
 from ..jsonfile import write_json
 from . import sources
 from .progress_meter import ProgressMeter

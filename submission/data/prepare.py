@@ -18,8 +18,8 @@ from ..loader_kinds import kind_of
 from . import sources
 from .beton_cache import cached_beton, head_sha256, write_settings
 from .beton_samples import refuse_unreadable
-from .image_checks import drop_unusable
 from .data_json import PreparedData
+from .image_checks import drop_unusable
 from .sharding import refuse_fewer_than_one_batch
 from .synthetic import synthetic_beton_like
 

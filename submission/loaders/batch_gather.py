@@ -27,8 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from . import area_resize
 from ..data.beton_samples import JPEG, BetonSamples
+from . import area_resize
 
 GROWTH = 1.25       # a slot outgrown by a batch is made this much larger than the batch needs
 
@@ -94,7 +94,7 @@ class Layout:
         return 3 * self.width
 
     @classmethod
-    def of(cls, samples: BetonSamples, side: int, decode_here: bool) -> "Layout":
+    def of(cls, samples: BetonSamples, side: int, decode_here: bool) -> Layout:
         height, width = int(samples.heights.max()), int(samples.widths.max())
         return cls(side, area_resize.most_taps(np.array([[0, 0, height, width]]), side), width, height,
                    decode_here)

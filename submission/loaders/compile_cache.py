@@ -72,7 +72,7 @@ _folder: list[Path] = []    # where compiled code is kept, once install(folder) 
 _loaded = [0]               # functions this process loaded from the folder
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _file_digest(path: str) -> str:
     """sha256 of a file's bytes ("" for a file that cannot be read, e.g. "<string>")."""
     try:
@@ -139,7 +139,7 @@ def _environment() -> tuple:
     return _versions() + tuple(repr(getattr(config, name)) for name in _NUMBA_SETTINGS)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _versions() -> tuple:
     from importlib.metadata import version
 
@@ -266,7 +266,7 @@ def memcpy(source: np.ndarray, dest: np.ndarray) -> int:
     return _memcpy(source.ctypes.data, dest.ctypes.data, source.size * source.itemsize)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _register_libffcv() -> dict:
     """Register libffcv's functions with llvmlite under names of this module's own (numba
     writes a ctypes pointer's address into the code, a name it resolves when it loads the

@@ -11,7 +11,8 @@ world_size-th image. Each is a loader of the protocol (protocol.py).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..config import Config
 from ..distributed import Context

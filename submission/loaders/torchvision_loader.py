@@ -37,8 +37,7 @@ import io
 import os
 import signal
 import threading
-from collections.abc import Generator, Iterator
-from typing import Callable
+from collections.abc import Callable, Generator, Iterator
 
 import numpy as np
 import torch

@@ -10,8 +10,9 @@ lines, the one call where it acts (step.py or the loader) and its test (docs/lay
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclass(frozen=True)

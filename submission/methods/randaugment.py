@@ -18,8 +18,9 @@ batched version (randaugment_batch.py) draws the same values and is tested again
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt

@@ -20,9 +20,9 @@ import math
 from collections.abc import Callable
 
 import numpy as np
-from numpy.typing import ArrayLike
 import torch
 import torch.nn.functional as F
+from numpy.typing import ArrayLike
 from torchvision.transforms.v2 import functional as tvf
 
 from .declarations.randaugment import RandAugmentSet

@@ -52,7 +52,8 @@ loss:`), so a loss of exactly 0 also skipped the update.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.distributed as dist

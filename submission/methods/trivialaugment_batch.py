@@ -17,8 +17,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numpy.typing import ArrayLike
 import torch
+from numpy.typing import ArrayLike
 
 from . import randaugment_batch
 from .randaugment_batch import affine_matrices, rotation_matrices

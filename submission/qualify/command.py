@@ -19,20 +19,20 @@ from pathlib import Path
 from typing import TextIO
 
 from .. import score
-from ..config import REPO_ROOT, ConfigError, parse_overrides
-from ..preflight import resolve_here
-from ..options import QualifyOptions
-from ..data.prepare import cache_folder
-from ..data.synthetic_images import write_folder
 from ..bench_profile import BenchProfile
 from ..bench_profile import read as read_profile
+from ..config import REPO_ROOT, ConfigError, parse_overrides
+from ..data.data_json import PreparedData
+from ..data.prepare import cache_folder
+from ..data.synthetic_images import write_folder
+from ..energy import Energy
+from ..methods.declarations.ema import smoothing_per_update
+from ..options import QualifyOptions
+from ..preflight import resolve_here
+from ..progress import evaluations, read_progress, windows
 from ..report import steadiness
 from ..results import read_campaign, results_root
 from ..run_folder import CampaignFolder
-from ..progress import evaluations, read_progress, windows
-from ..methods.declarations.ema import smoothing_per_update
-from ..data.data_json import PreparedData
-from ..energy import Energy
 from ..stop_signals import FirstSignal, first_signal_interrupts
 from . import plan as planned
 from . import record

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Iterable, Sequence, TypeVar
+from typing import Any, TypeVar
 
 from ..jsonfile import record_from_dict
 

@@ -19,12 +19,11 @@ configuration's other budgets per unit of budget), each with the command that re
 from __future__ import annotations
 
 import fcntl
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import time
-
-from .. import system_descriptor, published, runs, said
+from .. import published, runs, said, system_descriptor
 from ..config import Config, in_repository, parse_overrides
 from ..costs import usd
 from ..errors import ConfigError
@@ -116,7 +115,7 @@ def _refuse_options(grid: Grid, first: Config, options: TradeoffOptions,
     if first.dataset != "imagenet":
         raise ConfigError(f"profile={options.profile}: projections to the systems are of ImageNet "
                           f"points; grid {grid.name} runs on {first.dataset} (data_dir= an ImageNet folder)")
-    from .projected_points import inputs_of       # a wrong file is said now, not after the points trained
+    from .projected_points import inputs_of  # a wrong file is said now, not after the points trained
     return inputs_of(options, by_recipe)
 
 

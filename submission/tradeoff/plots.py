@@ -10,8 +10,8 @@ only, the plot shows them alone.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import matplotlib
 

@@ -5,7 +5,6 @@ from typing import Literal
 from ...setting_declaration import AT_LEAST_1, RECIPE, declare
 from ..method import Method
 
-
 ResizeGranularity = Literal["epoch", "step"]
 ResizeMode = Literal["nearest", "bilinear", "area"]
 

@@ -6,7 +6,6 @@ from ...loader_kinds import TrainLoader, augmenting_words, kind_of
 from ...setting_declaration import AT_LEAST_0, RECIPE, Range, declare
 from ..method import Method
 
-
 RandAugmentSet = Literal["all", "safe", "original"]
 
 

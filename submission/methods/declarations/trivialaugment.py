@@ -6,7 +6,6 @@ from ...loader_kinds import TrainLoader, augmenting_words, kind_of
 from ...setting_declaration import RECIPE, declare
 from ..method import Method
 
-
 TrivialAugmentSpace = Literal["none", "wide", "composer"]
 
 
