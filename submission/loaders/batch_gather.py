@@ -32,6 +32,8 @@ from . import area_resize
 
 GROWTH = 1.25       # a slot outgrown by a batch is made this much larger than the batch needs
 
+Array = np.ndarray       # the compiled gather's arguments: numpy arrays, and a few numbers
+
 # numba's "workqueue" threading layer (where neither TBB nor OpenMP is installed) aborts the
 # process when two threads launch parallel regions at once: the training and evaluation
 # loaders' threads take turns
@@ -172,20 +174,17 @@ def gather(samples: BetonSamples, indices: np.ndarray, crops: Crops, seed: int, 
 
 @functools.cache
 def _compiled() -> Callable[..., None]:
-    """The gather, compiled once per process (plain Python where numba's JIT is disabled); its
-    taps without fastmath, so that their floors fall where OpenCV's do."""
+    """The gather, compiled once a process (Python where numba's JIT is off); taps without fastmath: OpenCV's floors."""
     import numba
     from ffcv.libffcv import imdecode
-
     draw, taps, decode = crop_drawer(), numba.njit(area_resize.axis_taps), numba.njit(nogil=True)(imdecode)
 
     @numba.njit(nogil=True, parallel=True)
-    def batch(data: np.ndarray, modes: np.ndarray, heights: np.ndarray, widths: np.ndarray, ptrs: np.ndarray,
-              sizes: np.ndarray, all_labels: np.ndarray, indices: np.ndarray, train: bool, seed: np.uint32,
-              scale: np.ndarray, ratio: np.ndarray, center_ratio: float, side: int, width: int, canvas_rows: int,
-              decode_here: bool, raw_rows: int, pixels: np.ndarray, jpeg_bytes: np.ndarray,
-              jpeg_lengths: np.ndarray, index: np.ndarray, weights: np.ndarray, labels: np.ndarray,
-              boxes: np.ndarray, flips: np.ndarray, failed: np.ndarray) -> None:
+    def batch(data: Array, modes: Array, heights: Array, widths: Array, ptrs: Array, sizes: Array, all_labels: Array,
+              indices: Array, train: bool, seed: np.uint32, scale: Array, ratio: Array, center_ratio: float, side: int,
+              width: int, canvas_rows: int, decode_here: bool, raw_rows: int, pixels: Array, jpeg_bytes: Array,
+              jpeg_lengths: Array, index: Array, weights: Array, labels: Array, boxes: Array, flips: Array,
+              failed: Array) -> None:
         count = len(indices)
         if train:
             draw(heights[indices], widths[indices], scale, ratio, seed, boxes, flips)
