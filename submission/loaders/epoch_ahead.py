@@ -33,6 +33,9 @@ class _Gathered(Protocol):
 
 Host = TypeVar("Host", bound=_Gathered)
 Batch = tuple[torch.Tensor, torch.Tensor]     # images, labels on the device
+# what the threads hand on: ("host", a gathered batch), ("batch", a Batch, its event), ("end",) or
+# ("error", the exception), each padded with None to three
+Item = tuple[str, Any, torch.cuda.Event | None]
 
 
 class Source(Protocol[Host]):
@@ -119,7 +122,7 @@ class EpochAhead(Generic[Host]):
         except BaseException as exc:  # noqa: BLE001 - handed to the step's thread, which raises it
             self._put(self.made, ("error", exc, None))
 
-    def _put(self, out: queue.Queue, item: tuple[str, Any, torch.cuda.Event | None]) -> bool:
+    def _put(self, out: queue.Queue, item: Item) -> bool:
         while not self.stopping.is_set():
             try:
                 out.put(item, timeout=0.1)
@@ -128,7 +131,7 @@ class EpochAhead(Generic[Host]):
                 pass
         return False
 
-    def _take(self, source: queue.Queue) -> Any:
+    def _take(self, source: queue.Queue) -> Any:             # an Item, or a free slot and its event
         while not self.stopping.is_set():
             try:
                 return source.get(timeout=0.1)
@@ -136,7 +139,7 @@ class EpochAhead(Generic[Host]):
                 pass
         return None
 
-    def _get(self) -> tuple[str, Any, torch.cuda.Event | None]:
+    def _get(self) -> Item:
         while True:
             try:
                 return self.made.get(timeout=1.0)
