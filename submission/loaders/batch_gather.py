@@ -161,6 +161,7 @@ def gather(samples: BetonSamples, indices: np.ndarray, crops: Crops, seed: int, 
     slot.fit(rows, jpeg_used)
     index, weights, labels = (view.numpy() for view in slot.views(count))
     taps = (2, count, layout.side, layout.taps)
+    # numba's config sets NUMBA_NUM_THREADS from the environment, out of mypy's sight
     numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))  # type: ignore[attr-defined]
     with _PARALLEL:
         _compiled()(samples.data(), samples.modes, samples.heights, samples.widths, samples.ptrs, samples.sizes,

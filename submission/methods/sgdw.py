@@ -25,8 +25,8 @@ class DecoupledSGDW(torch.optim.SGD):
             group["decoupled_weight_decay"] = weight_decay
             group["initial_lr"] = lr
 
-    @torch.no_grad()
     # torch's Optimizer declares step as two overloads (closure or none); SGD's, untyped, is one
+    @torch.no_grad()
     def step(self, closure: Callable[[], float] | None = None) -> float | None:  # type: ignore[override]
         # set by GradScaler.step on a fused optimizer: 1.0 where the scaled gradients overflowed
         found_inf = getattr(self, "found_inf", None)
