@@ -22,18 +22,32 @@ import json
 import os
 import select
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
-from .config import REPO_ROOT, ConfigError, parse_overrides, resolve
-from .options import (BenchOptions, CheckOptions, DescribeOptions, NoOptions, PackageOptions, ProjectOptions,
-                      QualifyOptions, ReportOptions, RunOptions, ScoreOptions, TradeoffOptions, help_text, parse)
+from .config import REPO_ROOT, Config, ConfigError, parse_overrides, resolve
+from .options import (
+    BenchOptions,
+    CheckOptions,
+    DescribeOptions,
+    NoOptions,
+    PackageOptions,
+    ProjectOptions,
+    QualifyOptions,
+    ReportOptions,
+    RunOptions,
+    ScoreOptions,
+    TradeoffOptions,
+    help_text,
+    parse,
+)
 from .results import CampaignError
 from .run_folder import CampaignFolder, ResultsRoot
 
 
-def _resolve(words: list[str]):
+def _resolve(words: list[str]) -> Config:
     misplaced = [w for w in words if w in VERBS]
     if misplaced:
         raise ConfigError(f"{misplaced[0]!r} is a command: it comes first, before the settings "

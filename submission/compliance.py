@@ -44,9 +44,9 @@ import re
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Sequence
 
 from mlperf_logging.compliance_checker import mlp_compliance, mlp_parser
 from mlperf_logging.system_desc_checker.system_desc_checker import check_system_desc
@@ -342,7 +342,7 @@ def check_package(folder: Path, rulesets: Sequence[str] = DEFAULT_RULESETS) -> l
 
 
 # ---- entry points ------------------------------------------------------------
-def check_path(path, rulesets: Sequence[str] = DEFAULT_RULESETS) -> list[Verdict]:
+def check_path(path: Path | str, rulesets: Sequence[str] = DEFAULT_RULESETS) -> list[Verdict]:
     """Every verdict for PATH (file, results folder or package). Raises FileNotFoundError
     when PATH does not exist and CheckError when it holds nothing checkable."""
     path = Path(path)
@@ -370,7 +370,7 @@ def format_table(verdicts: Sequence[Verdict], verbose: bool = False, width: int 
     rows = [(v.target, v.checker, v.ruleset, v.word) for v in verdicts]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
 
-    def line(cells, reason=""):
+    def line(cells: Sequence[str], reason: str = "") -> str:
         text = "  ".join(c.ljust(w) for c, w in zip(cells, widths))
         return f"{text}  {reason}".rstrip()
 

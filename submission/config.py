@@ -19,9 +19,10 @@ import dataclasses
 import difflib
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
@@ -63,7 +64,7 @@ class Config(Settings):
 
     @classmethod
     def of(cls, system_id: str, settings: dict[str, Any], descriptor: SystemDescriptor,
-           origins: dict[str, str] | None = None) -> "Config":
+           origins: dict[str, str] | None = None) -> Config:
         """A Config of `settings` (every recipe setting, any harness setting; the others take
         their defaults)."""
         unknown = sorted(set(settings) - set(declared.DECLARED))
@@ -86,7 +87,7 @@ class Config(Settings):
     def origin(self, key: str) -> str:
         return self.origins.get(key, DEFAULT_ORIGIN)
 
-    def replaced(self, updates: dict[str, Any], origin: str) -> "Config":
+    def replaced(self, updates: dict[str, Any], origin: str) -> Config:
         """A new Config with `updates` set and `origin` recorded as where each came from;
         this one is left as it was (the values are not validated again)."""
         return dataclasses.replace(self, **updates, origins={**self.origins, **{key: origin for key in updates}})
@@ -179,7 +180,7 @@ class Config(Settings):
         return declared.words("tracker", self.tracker)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Config":
+    def from_dict(cls, data: dict[str, Any]) -> Config:
         """Inverse of to_dict (derived values are recomputed, not read back)."""
         return cls.of(data["system"], dict(data["settings"]),
                       SystemDescriptor.from_json(data["system_description"]),

@@ -4,9 +4,12 @@ from __future__ import annotations
 import datetime
 import os
 from dataclasses import dataclass
+from typing import TypeVar, cast
 
 import torch
 import torch.distributed as dist
+
+Sent = TypeVar("Sent")      # what a rank sends: any picklable object
 
 # A rank that waits longer than this for its peers fails instead of hanging.
 COLLECTIVE_TIMEOUT = datetime.timedelta(minutes=10)
@@ -82,7 +85,7 @@ def agree_to_stop(nonfinite_loss: bool, out_of_time: bool, device: torch.device)
     return bool(flags[0]), bool(flags[1])
 
 
-def broadcast_object(obj, src: int = 0):
+def broadcast_object(obj: Sent, src: int = 0) -> Sent:
     if not dist.is_initialized():
         return obj
     holder = [obj]
@@ -90,13 +93,13 @@ def broadcast_object(obj, src: int = 0):
     return holder[0]
 
 
-def all_gather_object(obj) -> list:
+def all_gather_object(obj: Sent) -> list[Sent]:
     """Every rank's `obj`, in rank order (a list of one without a process group)."""
     if not dist.is_initialized():
         return [obj]
-    gathered = [None] * dist.get_world_size()
+    gathered: list[Sent | None] = [None] * dist.get_world_size()
     dist.all_gather_object(gathered, obj)
-    return gathered
+    return cast(list[Sent], gathered)          # each filled with a rank's
 
 
 def cleanup() -> None:

@@ -17,9 +17,11 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from types import ModuleType
+from typing import Any
 
 from .jsonfile import record_from_dict
 
@@ -54,7 +56,7 @@ class Energy:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Energy":
+    def from_dict(cls, data: dict[str, Any]) -> Energy:
         return record_from_dict(cls, data)
 
 
@@ -164,7 +166,7 @@ class NvmlBoard(Counter):
         self.nvml.nvmlShutdown()
 
 
-def _nvml_handle(pynvml, index: int, uuid: str):
+def _nvml_handle(pynvml: ModuleType, index: int, uuid: str) -> object:
     """NVML's handle of torch's CUDA device `index`: by its UUID; else, where no
     CUDA_VISIBLE_DEVICES renumbers the devices, by the same index."""
     if uuid:

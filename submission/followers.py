@@ -11,6 +11,7 @@ campaign is over.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from . import distributed as dist_utils
 from .config import Config
@@ -39,10 +40,11 @@ def agree_on_run(args: TrainArgs, config: Config, local_rank: int) -> RunSpec:
     remaining; run 0 of 1 with seed 0 where it names none) on every rank. A follower takes
     rank 0's configuration, and its local rank 0 records in its state file how many runs
     remain (0 once the campaign is over)."""
-    spec = dist_utils.broadcast_object({
+    sent: dict[str, Any] = {
         "run_index": args.run_index or 0, "runs": args.runs or 1, "seed": args.seed or 0,
         "finish": args.finish, "remaining": args.remaining or 0, "config": config.to_dict(),
-        "cache_cleared": bool(args.cache_cleared), "label": args.label or ""})
+        "cache_cleared": bool(args.cache_cleared), "label": args.label or ""}
+    spec = dist_utils.broadcast_object(sent)
     if args.follow:
         config = Config.from_dict(spec["config"])
         if args.state and local_rank == 0:

@@ -18,9 +18,15 @@ import re
 import shutil
 import subprocess
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .errors import ConfigError
 from .system_descriptor import SystemDescriptor
+
+if TYPE_CHECKING:       # for the annotations only: torch is imported where a rank asks
+    import torch
+
+    from .config import Config
 
 # Words of a GPU's name that say who made it or which product line, not which GPU it is
 _BRANDS = {"NVIDIA", "TESLA", "GEFORCE", "QUADRO", "AMD", "INSTINCT", "RADEON"}
@@ -222,7 +228,7 @@ def mixed(found: list[GPU]) -> str:
             f"e.g. CUDA_VISIBLE_DEVICES={','.join(first)}")
 
 
-def rank_hardware(device) -> tuple[str, str]:
+def rank_hardware(device: torch.device) -> tuple[str, str]:
     """(host, what this rank trains on): the GPU with its memory, or the host's processor."""
     import socket
     if device.type == "cuda":
@@ -363,7 +369,7 @@ def one_cpu_to_run_on() -> bool:
         return False
 
 
-def cpu_threads(config) -> int:
+def cpu_threads(config: Config) -> int:
     """torch's threads for each process of a CPU run: cpu_threads, or the usable cores
     shared out between the node's processes."""
     return config.cpu_threads or max(1, usable_cpus() // config.processes_per_node)

@@ -13,10 +13,15 @@ import os
 import types
 import typing
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+Record = TypeVar("Record", bound="DataclassInstance")
 
 
-def write_json(path: Path, data, *, compact: bool = False) -> None:
+def write_json(path: Path, data: object, *, compact: bool = False) -> None:
     """Write `data` as JSON to `path` under a temporary name, flushed to disk, then renamed
     over it. Indented one space a level (for people) unless `compact`: no whitespace at
     all, for a file too large to be read by eye (an entry per image, 1.3 M on ImageNet)."""
@@ -33,7 +38,7 @@ def write_json(path: Path, data, *, compact: bool = False) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def record_from_dict(cls: type, data: Any, *, strict: bool = False):
+def record_from_dict(cls: type[Record], data: Any, *, strict: bool = False) -> Record:
     """The dataclass `cls` from a JSON object, its parts too (a field whose type is a
     dataclass, a list or tuple of them, or either or None). Keys `cls` does not have are
     left out, for a file a later release wrote; with `strict`, a ValueError names them and

@@ -41,6 +41,7 @@ torchrun.
 from __future__ import annotations
 
 import sys
+from types import FrameType
 
 from .stop_signals import INTERRUPTED_EXIT, Interrupted, die_with_parent
 
@@ -52,7 +53,7 @@ def first_signal_only() -> None:
 
     original, seen = api._terminate_process_handler, list[int]()
 
-    def handler(signum, frame):
+    def handler(signum: int, frame: FrameType | None) -> None:
         if not seen:
             seen.append(signum)
             original(signum, frame)

@@ -7,10 +7,15 @@ prefix. Ranks other than 0 get a RunLog that writes nothing.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mlperf_logging.mllog.mllog import MLLogger
 from mlperf_logging.mllog import constants as C
+from mlperf_logging.mllog.mllog import MLLogger
+
+from .config import Config
+
+if TYPE_CHECKING:       # for the annotations only: torch is the trainer's
+    from torch import nn
 
 BENCHMARK = "resnet"
 
@@ -19,7 +24,7 @@ class _StrictFileHandler(logging.FileHandler):
     """logging swallows write errors (it prints them and goes on): a result file with lines
     missing must not pass for a complete log, so a failed write raises."""
 
-    def handleError(self, record) -> None:
+    def handleError(self, record: logging.LogRecord) -> None:
         raise
 
 
@@ -59,7 +64,7 @@ class RunLog:
         self.event(C.CACHE_CLEAR, value=cache_cleared)
         self.start(C.INIT_START)
 
-    def submission(self, config) -> None:
+    def submission(self, config: Config) -> None:
         self.event(C.SUBMISSION_ORG, config.org)
         self.event(C.SUBMISSION_PLATFORM, config.system_name)
         self.event(C.SUBMISSION_DIVISION, config.descriptor.division)
@@ -68,7 +73,7 @@ class RunLog:
         self.event("number_of_nodes", config.num_nodes)
         self.event("accelerators_per_node", config.accelerators_per_node)   # what trains
 
-    def hyperparameters(self, config, seed: int, train_samples: int, eval_samples: int) -> None:
+    def hyperparameters(self, config: Config, seed: int, train_samples: int, eval_samples: int) -> None:
         self.event(C.SEED, seed)
         self.event(C.GLOBAL_BATCH_SIZE, config.global_batch_size)
         self.event(C.GRADIENT_ACCUMULATION_STEPS, 1)
@@ -81,7 +86,7 @@ class RunLog:
         # decoupled SGDW of the recipe is neither; the open division does not require
         # them, and the published entry's logs carry none.
 
-    def weights_initialization(self, model) -> None:
+    def weights_initialization(self, model: nn.Module) -> None:
         for name, _ in model.named_parameters():
             mlperf_name = mlperf_tensor_name(name)
             if mlperf_name:

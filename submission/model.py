@@ -7,6 +7,7 @@ import torch
 import torchvision
 from torch import nn
 
+from .config import Config
 from .methods.blurpool import apply_blurpool
 
 
@@ -47,7 +48,7 @@ def build_model(num_classes: int, *, blurpool: bool, init_conv: str, init_bn_gam
     return model
 
 
-def model_from_config(config, num_classes: int) -> nn.Module:
+def model_from_config(config: Config, num_classes: int) -> nn.Module:
     return build_model(num_classes, blurpool=config.blurpool, init_conv=config.init_conv,
                        init_bn_gamma=config.init_bn_gamma, logit_bias_init=config.logit_bias_init,
                        zero_init_residual=config.zero_init_residual,

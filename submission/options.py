@@ -18,8 +18,7 @@ from typing import Any, Literal, TypeVar
 
 from .errors import ConfigError
 from .results import RULESET as RULESET_DEFAULT
-from .setting_declaration import (ABOVE_0, AT_LEAST_0, AT_LEAST_1, Declaration, NotAValue, Range, declarations,
-                                  declare)
+from .setting_declaration import ABOVE_0, AT_LEAST_0, AT_LEAST_1, Declaration, NotAValue, Range, declarations, declare
 
 Options = TypeVar("Options")
 # the bench's other benches (empty: the main one)

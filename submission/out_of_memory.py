@@ -10,8 +10,11 @@ printed line in the run's output (`reported`).
 from __future__ import annotations
 
 import re
+from types import TracebackType
 
 import torch
+
+from .config import Config
 
 CPU_ALLOCATOR = re.compile(r"DefaultCPUAllocator: (can't allocate memory|not enough memory)")
 MARK = "ran out of memory on rank"     # begins every line `advice` gives; `reported` finds it
@@ -38,12 +41,13 @@ class At:
     def __init__(self, phase: str, side: int, batch: int, step: int = 0):
         self.phase, self.side, self.batch, self.step = phase, side, batch, step
 
-    def __enter__(self):
+    def __enter__(self) -> At:
         return self
 
-    def __exit__(self, kind, exc, traceback) -> None:
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
         if exc is not None and place_of(exc) is None and is_out_of_memory(exc):
-            exc.out_of_memory_at = self
+            exc.out_of_memory_at = self  # type: ignore[attr-defined]  # a mark on the exception: place_of reads it
 
     @property
     def evaluation(self) -> bool:
@@ -70,7 +74,7 @@ def reason(exc: BaseException) -> str:
     return f"out of memory {place}" if place else "out of memory (the traceback says where)"
 
 
-def advice(exc: BaseException, config, device: torch.device, rank: int) -> str:
+def advice(exc: BaseException, config: Config, device: torch.device, rank: int) -> str:
     """One line: where, how much memory there is, which setting to lower and how the
     campaign takes the new value."""
     place = place_of(exc)

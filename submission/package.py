@@ -24,12 +24,15 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .config import folder_name_problem
 from .results import RULESET, CampaignRecord, read_campaign
 from .run_folder import BENCHMARK, ResultsRoot
 from .system_descriptor import SystemDescriptor
+
+if TYPE_CHECKING:       # for the annotations only: the checkers are imported where they run
+    from .compliance import Verdict
 
 DEFAULT_IMPL = "pytorch-ffcv-mild"
 CODE_FILES = ("run_and_time.sh", "setup.cfg", "pyproject.toml")
@@ -99,7 +102,7 @@ def _moved(verdicts: list, checked: Path, now: Path) -> list:
     """The verdicts of the package checked at `checked`, naming its files where it lies `now`."""
     from .compliance import display_path
 
-    def target(verdict) -> str:
+    def target(verdict: Verdict) -> str:
         return display_path(now / Path(verdict.target).resolve().relative_to(checked.resolve()))
     return [dataclasses.replace(v, target=target(v)) for v in verdicts]
 

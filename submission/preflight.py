@@ -163,7 +163,7 @@ def gpu_problems(config: Config) -> list[str]:
         for index in range(torch.cuda.device_count()):
             major_minor = torch.cuda.get_device_capability(index)
             if major_minor < (8, 0):
-                kind = (torch.cuda.get_device_name(index), "%d.%d" % major_minor)
+                kind = (torch.cuda.get_device_name(index), f"{major_minor[0]}.{major_minor[1]}")
                 older.setdefault(kind, []).append(str(index))
         for (name, capability), indices in older.items():
             problems.append(f"amp_dtype=bf16, but {name} (GPU {', '.join(indices)}) has compute "

@@ -163,7 +163,7 @@ class Summary:
                 "campaign_kwh": self.campaign_kwh, "energy_note": self.energy_note}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Summary":
+    def from_dict(cls, data: dict[str, Any]) -> Summary:
         return record_from_dict(cls, {"runs": [], **data})
 
 

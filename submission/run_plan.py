@@ -42,7 +42,7 @@ class RunPlan:
     eval_every: int
 
     @classmethod
-    def of(cls, config: Config, train_samples: int, world_size: int | None = None) -> "RunPlan":
+    def of(cls, config: Config, train_samples: int, world_size: int | None = None) -> RunPlan:
         """The plan of a run of `config` on `train_samples` training images over
         `world_size` processes (default: the configuration's)."""
         world = world_size or config.world_size

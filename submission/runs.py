@@ -10,6 +10,7 @@
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import fcntl
@@ -19,6 +20,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import TextIO
 
 from . import said
 from . import settings as declared
@@ -27,10 +29,9 @@ from .inventory import cpu_threads
 from .preflight import LaunchPlan, launch_plan
 from .results import CampaignError, read_json
 from .run_folder import RunFiles
-from .stop_signals import first_signal_interrupts
+from .stop_signals import FirstSignal, first_signal_interrupts
 from .system_json import run_description
 from .train_args import TrainArgs
-
 
 STOP_GRACE_S = 60     # after Ctrl-C, how long the workers get to log run_stop and exit
 
@@ -81,7 +82,7 @@ def plan_launch(config: Config, say: str = "[campaign]") -> LaunchPlan:
     return plan
 
 
-def terminate_as_interrupt():
+def terminate_as_interrupt() -> contextlib.AbstractContextManager[FirstSignal]:
     """SIGTERM (SLURM's signal, a `kill`) stops what runs inside as Ctrl-C does; only the first
     of them raises KeyboardInterrupt (stop_signals.first_signal_interrupts)."""
     return first_signal_interrupts()
@@ -158,7 +159,7 @@ def launch(config: Config, train_args: TrainArgs, progress: Path | None = None) 
 class Relay(threading.Thread):
     """The job's output into `copy` (the run's transcript) and, while `console`, to stdout."""
 
-    def __init__(self, job: subprocess.Popen, copy):
+    def __init__(self, job: subprocess.Popen, copy: TextIO) -> None:
         super().__init__(daemon=True, name="relay")
         self.job, self.copy, self.console = job, copy, True
         self.start()
@@ -222,7 +223,7 @@ class Lock:
         self.path = folder / ".lock"
         self.handle = open(self.path, "a+")
 
-    def __enter__(self):
+    def __enter__(self) -> Lock:
         try:
             fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -237,7 +238,7 @@ class Lock:
         self.handle.flush()
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         # a campaign that failed before recording anything leaves no folder behind
         if self.created and [p.name for p in self.path.parent.iterdir()] == [".lock"]:
             self.path.unlink()

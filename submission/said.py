@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from typing import Iterator, TextIO
+from collections.abc import Iterator
+from typing import TextIO
 
 _said: set[str] | None = None
 

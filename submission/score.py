@@ -27,8 +27,8 @@ from .costs import usd
 from .energy import Energy
 from .progress import read_progress, run_energy
 from .results import RULESET, RunResult, Summary, read_campaign
-from .run_folder import BENCHMARK, CampaignFolder
 from .results import write_summary as write_summary_files
+from .run_folder import BENCHMARK, CampaignFolder
 
 REQUIRED_RUNS = 5           # mlperf_logging.benchmark_meta: training resnet
 MAX_DROPPED = 1             # the summarizer: 1 for every training benchmark but unet3d

@@ -30,8 +30,9 @@ import builtins
 import dataclasses
 import math
 import typing
+from collections.abc import Callable
 from dataclasses import MISSING, dataclass
-from typing import Any, Callable, Literal, get_args, get_origin
+from typing import Any, Literal, get_args, get_origin
 
 RECIPE, HARNESS, OPERATIONAL = "recipe", "harness", "operational"
 KINDS = (RECIPE, HARNESS, OPERATIONAL)

@@ -27,10 +27,23 @@ from .methods.declarations.sam import SAMSettings
 from .methods.declarations.sgdw import SGDWSettings
 from .methods.declarations.stochastic_depth import StochasticDepthSettings
 from .methods.declarations.trivialaugment import TrivialAugmentSettings
-from .setting_declaration import (ABOVE_0, AT_LEAST_0, AT_LEAST_1, BELOW_1, COMPARED, FRACTION, HARNESS,
-                                  OPERATIONAL, RECIPE, RECORDED, Declaration, NotAValue, Range, declarations,
-                                  declare)
-
+from .setting_declaration import (
+    ABOVE_0,
+    AT_LEAST_0,
+    AT_LEAST_1,
+    BELOW_1,
+    COMPARED,
+    FRACTION,
+    HARNESS,
+    OPERATIONAL,
+    RECIPE,
+    RECORDED,
+    Declaration,
+    NotAValue,
+    Range,
+    declarations,
+    declare,
+)
 
 # The words of each setting that takes one of a few: its type (mypy checks each use), and what it
 # admits (declarations reads them with typing.get_args).

@@ -4,10 +4,10 @@ the schedule the recipe's settings give the published run (the RunPlan the loop 
 from __future__ import annotations
 
 from . import settings as declared
-from .config import (DEFAULT_RECIPE, Config, ConfigError, combination_problems, load_recipe, parse_overrides,
-                     ratio_range)
+from .config import DEFAULT_RECIPE, Config, ConfigError, combination_problems, load_recipe, parse_overrides, ratio_range
 from .data.sources import PUBLISHED_SPLIT_SIZES
 from .run_plan import RunPlan
+from .setting_declaration import Range
 from .system_descriptor import SystemDescriptor
 
 ACCEPTED = ("recipe", "scale_schedule_ratio")
@@ -43,17 +43,18 @@ def describe_settings(recipe_name: str | None = None, ratio: float | None = None
     return "\n".join(lines)
 
 
-def _line(key: str, value) -> str:
+def _line(key: str, value: object) -> str:
     admits = declared.admits_text(key)
     return f"  {key} = {value!r}  -- {declared.meaning(key)}{'; ' + admits if admits else ''}"
 
 
-def _schedules(recipe_name: str, recipe: dict, ratio: float | None, published) -> list[str]:
+def _schedules(recipe_name: str, recipe: dict, ratio: float | None, published: Range | None) -> list[str]:
     """The derived schedule at `ratio`, the recipe's own ratio, or the admitted ends of its range."""
     if ratio is not None or recipe["scale_schedule_ratio"] is not None:
         value = ratio if ratio is not None else recipe["scale_schedule_ratio"]
         return ["", "Derived from them:"] + derived_schedule(
             recipe_name, {**recipe, "scale_schedule_ratio": value})
+    assert published is not None, "a recipe without scale_schedule_ratio has its published range"
     ends = [end for end, is_open in ((published.low, published.low_open),
                                      (published.high, published.high_open))
             if end is not None and not is_open]

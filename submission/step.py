@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 from torch import nn
@@ -36,6 +36,8 @@ from .methods.sam import SAM, sync_context, update
 from .methods.sgdw import DecoupledSGDW
 from .methods.stochastic_depth import apply_stochastic_depth
 from .run_plan import StepPlan
+
+Optimizer = torch.optim.Optimizer | SAM        # SAM wraps the recipe's (methods/sam.py)
 
 IMAGENET_MEAN = (0.485 * 255, 0.456 * 255, 0.406 * 255)
 IMAGENET_STD = (0.229 * 255, 0.224 * 255, 0.225 * 255)
@@ -74,13 +76,13 @@ def autocast_for(config: Config, device: torch.device) -> Callable[[], contextli
     return lambda: torch.autocast(device.type, dtype=dtype)
 
 
-def grad_scaler(config: Config, device: torch.device):
+def grad_scaler(config: Config, device: torch.device) -> torch.amp.GradScaler | None:
     """A GradScaler for fp16 autocast on CUDA (Composer v0.7's `precision: amp`), else None."""
     fp16_on_cuda = config.precision == "amp" and config.amp_dtype == "fp16" and device.type == "cuda"
     return torch.amp.GradScaler("cuda") if fp16_on_cuda else None
 
 
-def recipe_optimizer(config: Config, model: nn.Module, device: torch.device):
+def recipe_optimizer(config: Config, model: nn.Module, device: torch.device) -> Optimizer:
     """The recipe's SGDW at this global batch (torch's fused kernel on CUDA), inside SAM
     when the recipe has it."""
     sgdw = DecoupledSGDW(model.parameters(), lr=config.peak_lr, momentum=config.momentum,
@@ -90,8 +92,10 @@ def recipe_optimizer(config: Config, model: nn.Module, device: torch.device):
     return sgdw
 
 
-def optimizer_step(net, optimizer, scaler, autocast, loss_fn, images, labels,
-                   smoothing: float, before_forward: Callable | None = None) -> torch.Tensor:
+def optimizer_step(net: nn.Module, optimizer: Optimizer, scaler: torch.amp.GradScaler | None,
+                   autocast: Callable[[], contextlib.AbstractContextManager], loss_fn: Callable,
+                   images: torch.Tensor, labels: torch.Tensor, smoothing: float,
+                   before_forward: Callable | None = None) -> torch.Tensor:
     """Forward, backward and update on one batch (a GradScaler only for fp16 on CUDA); a
     SAM optimizer calls the forward and backward once or twice (methods/sam.py).
     before_forward(images, labels) -> (images, loss_fn): what each pass trains on in place
@@ -120,7 +124,7 @@ class RecipeStep:
     model: nn.Module                 # the weights being trained
     net: nn.Module                   # what the step calls: the model, wrapped in DDP and/or compiled
     ema: EMA | None
-    optimizer: torch.optim.Optimizer
+    optimizer: Optimizer
     loss_fn: Callable
     autocast: Callable
     scaler: torch.amp.GradScaler | None
@@ -164,22 +168,29 @@ class RecipeStep:
             self.ema.update(self.model, step)
 
     @property
+    def classes(self) -> int:
+        """The classes the model scores: its last layer's outputs."""
+        head = self.model.fc
+        assert isinstance(head, nn.Linear), "a ResNet's head (model.py)"
+        return head.out_features
+
+    @property
     def eval_model(self) -> nn.Module:
         """What evaluation scores: the EMA copy when the recipe keeps one."""
         return self.ema.model if self.ema else self.model
 
-    def with_net(self, net: nn.Module) -> "RecipeStep":
+    def with_net(self, net: nn.Module) -> RecipeStep:
         """The same step calling another wrapper of the same model (a compiled one)."""
         return dataclasses.replace(self, net=net)
 
 
 def build_step(config: Config, num_classes: int, device: torch.device, *,
                ddp: bool = False, local_rank: int = 0,
-               optimizer: Callable[[nn.Module], torch.optim.Optimizer] | None = None) -> RecipeStep:
+               optimizer: Callable[[nn.Module], Optimizer] | None = None) -> RecipeStep:
     """The recipe step of `config` on `device`. ddp: the model wrapped in
     DistributedDataParallel (the process group is up). optimizer: another optimizer in
     place of the recipe's, given the model (the bench's per-method comparison)."""
-    from .model import model_from_config    # torchvision: seconds that `settings` and `project` need not pay
+    from .model import model_from_config  # torchvision: seconds that `settings` and `project` need not pay
     model = model_from_config(config, num_classes)
     if config.stochastic_depth_rate:
         apply_stochastic_depth(model, config.stochastic_depth_rate, config.stochastic_depth_method,

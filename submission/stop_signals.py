@@ -14,7 +14,7 @@ import os
 import signal
 import sys
 from collections.abc import Iterator
-
+from types import FrameType
 
 # The exit status of a trainer that stopped on a signal after logging run_stop "interrupted"
 # (128 + SIGINT, the shells' status for a process Ctrl-C ended); torchrun's launcher reads it.
@@ -37,7 +37,7 @@ class StopRequests:
     from the handler could land inside a lock or a collective and turn an interruption
     into a crash. Before the training loop (set-up), a signal stops the run at once."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.signal_name = ""
         self.in_loop = False
 
@@ -45,7 +45,7 @@ class StopRequests:
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, self._noted)
 
-    def _noted(self, signum, frame) -> None:
+    def _noted(self, signum: int, frame: FrameType | None) -> None:
         first = not self.signal_name
         self.signal_name = self.signal_name or signal.Signals(signum).name
         if first and not self.in_loop:
@@ -97,7 +97,7 @@ def first_signal_interrupts() -> Iterator[FirstSignal]:
     the clean stop short."""
     first = FirstSignal()
 
-    def noted(signum, frame):
+    def noted(signum: int, frame: FrameType | None) -> None:
         if first.signum is None:
             first.signum = signum
             if not first.held:

@@ -127,7 +127,7 @@ class SystemDescriptor:
     def price_usd_per_hour(self) -> float:
         return float(self.harness.get("price_usd_per_hour") or 0.0)
 
-    def replaced(self, **updates: Any) -> "SystemDescriptor":
+    def replaced(self, **updates: Any) -> SystemDescriptor:
         """This descriptor with the MLPerf fields `updates` set (a field whose name is not a
         Python word: `replaced(**{"accelerator_on-chip_memories": ...})`)."""
         return SystemDescriptor({**self.fields, **updates}, self.harness)
@@ -137,7 +137,7 @@ class SystemDescriptor:
         return dict(self.fields)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "SystemDescriptor":
+    def from_json(cls, data: dict[str, Any]) -> SystemDescriptor:
         return cls(dict(data))
 
 

@@ -33,10 +33,12 @@ import importlib.util
 import platform
 import runpy
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from . import inventory
+from .config import Config
 from .loader_kinds import recipe_loader_if_replaced
 from .system_descriptor import STATUS_2X, STATUS_4X
 
@@ -80,7 +82,7 @@ def for_ruleset(description: dict, ruleset: str) -> dict:
     return fields
 
 
-def run_description(config) -> dict:
+def run_description(config: Config) -> dict:
     """The MLPerf system description of what trains under `config` (a resolved
     submission.config.Config): the world actually launched (nodes, accelerators per node,
     name), notes saying what ran, and the host facts the descriptor leaves empty read from
@@ -97,7 +99,7 @@ def run_description(config) -> dict:
     return fill_from_host(descriptor.replaced(**launched).to_json())
 
 
-def run_notes(config) -> str:
+def run_notes(config: Config) -> str:
     """What ran, in words: recipe and methods, data, device, processes, batch, precision, and a
     loader other than the recipe's."""
     data = ("ImageNet" if config.dataset == "imagenet" else

@@ -27,6 +27,7 @@ import math
 import netrc
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -86,7 +87,7 @@ class Target:
         return json.dumps(asdict(self))
 
     @classmethod
-    def from_text(cls, text: str) -> "Target | None":
+    def from_text(cls, text: str) -> Target | None:
         if not text:
             return None
         data = json.loads(text)
@@ -138,7 +139,7 @@ class Tracking:
             self._guarded(writer, writer.close)
         self.writers = []
 
-    def _guarded(self, writer, call) -> None:
+    def _guarded(self, writer: TensorBoardWriter | WandbWriter, call: Callable[[], object]) -> None:
         try:
             call()
         except Exception as exc:    # noqa: BLE001 - a tracker never stops a run
@@ -152,7 +153,7 @@ class TensorBoardWriter:
     name = "TensorBoard"
 
     def __init__(self, folder: Path):
-        from torch.utils.tensorboard import SummaryWriter      # imported before run_start
+        from torch.utils.tensorboard import SummaryWriter  # imported before run_start
         self.folder, self._make = Path(folder), SummaryWriter
         self.writer: SummaryWriter | None = None
 

@@ -17,15 +17,18 @@ the campaign is over, --finish) and with which settings (submission.followers).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
+from torch import nn
 
 from . import distributed as dist_utils
 from . import energy, inventory, out_of_memory, tracking
@@ -34,15 +37,15 @@ from .data import fingerprint
 from .data.data_json import PreparedData
 from .data.prepare import cache_folder
 from .data.sharding import eval_batch_sizes
-from .loaders import compile_cache, ffcv_threads
-from .loaders.protocol import one_epoch
-from .loaders.run_loaders import run_loaders
 from .followers import RunSpec, agree_on_run
+from .loaders import compile_cache, ffcv_threads
+from .loaders.protocol import Loader, one_epoch
+from .loaders.run_loaders import run_loaders
 from .mlperf_log import RunLog
 from .progress import Reporter
 from .run_folder import partial_of
 from .run_plan import RunPlan
-from .step import RecipeStep, build_step
+from .step import Normalizer, RecipeStep, build_step
 from .stop_signals import INTERRUPTED_EXIT, STOP, Interrupted, die_with_parent
 from .train_args import TrainArgs
 from .warmup import compiled, compiled_graphs, warm_up, warm_up_loaders
@@ -65,7 +68,8 @@ def seed_everything(seed: int) -> None:
 
 
 @torch.no_grad()
-def evaluate(model, loader, normalize, autocast, expected_samples: int) -> float:
+def evaluate(model: nn.Module, loader: Loader, normalize: Normalizer,
+             autocast: Callable[[], contextlib.AbstractContextManager], expected_samples: int) -> float:
     was_training = model.training
     model.eval()
     totals = torch.zeros(2, dtype=torch.float64, device=normalize.mean.device)
@@ -83,7 +87,7 @@ def evaluate(model, loader, normalize, autocast, expected_samples: int) -> float
 
 
 def set_up(config: Config, data: PreparedData, ctx: dist_utils.Context, seed: int, log: RunLog,
-           say) -> tuple[RunPlan, RecipeStep]:
+           say: Callable[[str], None]) -> tuple[RunPlan, RecipeStep]:
     """Everything before run_start: the plan, the recipe step (compiled with compile=true),
     the MLPerf log's set-up entries and, with warmup=true, the warm-ups."""
     seed_everything(seed)
@@ -171,7 +175,8 @@ def train_run(config: Config, data: PreparedData, ctx: dist_utils.Context, seed:
     return RunOutcome(reached, accuracy, plan.epoch(step), minutes, step_fn.model, step_fn.eval_model)
 
 
-def open_loaders(config: Config, ctx: dist_utils.Context, seed: int, data: PreparedData, plan: RunPlan):
+def open_loaders(config: Config, ctx: dist_utils.Context, seed: int, data: PreparedData,
+                 plan: RunPlan) -> tuple[Loader, Loader]:
     """The run's training and evaluation loaders, opened inside the timed region (FFCV's
     Loader reads the labels when it is built)."""
     train_loader, val_loader = run_loaders(config, ctx, seed, data.train_path, data.val_path,
@@ -182,7 +187,7 @@ def open_loaders(config: Config, ctx: dist_utils.Context, seed: int, data: Prepa
     return train_loader, val_loader
 
 
-def stop_timing(device: torch.device, meter, log: RunLog, report: Reporter, reached: bool,
+def stop_timing(device: torch.device, meter: energy.Meter, log: RunLog, report: Reporter, reached: bool,
                 details: dict) -> None:
     """MLPerf run_stop once the device's work is done, the energy read around it, added over
     the ranks and reported; the reporter closed (main closes the trackers it opened)."""
@@ -201,7 +206,7 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def evaluation(step_fn: RecipeStep, val_loader, plan: RunPlan, step: int, eval_samples: int,
+def evaluation(step_fn: RecipeStep, val_loader: Loader, plan: RunPlan, step: int, eval_samples: int,
                log: RunLog, report: Reporter) -> float:
     """The evaluation after `step` steps, logged and reported; returns the top-1 accuracy."""
     config = plan.config
@@ -216,8 +221,8 @@ def evaluation(step_fn: RecipeStep, val_loader, plan: RunPlan, step: int, eval_s
     return accuracy
 
 
-def agreed_stop(config: Config, loss, run_start: float, reached: bool, step: int,
-                device) -> str:
+def agreed_stop(config: Config, loss: torch.Tensor, run_start: float, reached: bool, step: int,
+                device: torch.device) -> str:
     """Why every rank leaves the loop after `step` ("" to go on), one decision for all
     ranks: they must leave the loop at the same step."""
     diverged, out_of_time = dist_utils.agree_to_stop(
@@ -233,7 +238,7 @@ def agreed_stop(config: Config, loss, run_start: float, reached: bool, step: int
 
 
 # ---------------------------------------------------------------------------
-def main(argv=None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     args = TrainArgs.parse(argv, __doc__)
     STOP.install()
     die_with_parent()

@@ -15,9 +15,9 @@ it, the page cache not cleared (`RunSpec`).
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from .setting_declaration import Declaration, declarations, declare
 from .tracking import Target
@@ -66,7 +66,7 @@ class TrainArgs:
         return argv
 
     @classmethod
-    def parse(cls, argv: Sequence[str] | None, description: str = "") -> "TrainArgs":
+    def parse(cls, argv: Sequence[str] | None, description: str = "") -> TrainArgs:
         """The worker's arguments from its command line (sys.argv's when None); --help says
         what each one means."""
         parser = argparse.ArgumentParser(prog="python -m submission.train", description=description,

@@ -29,24 +29,25 @@ import copy
 import gc
 import random
 import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import cast
 
 import numpy as np
 import torch
 
-from .loaders.protocol import Loader, one_epoch
 from .loaders import compile_cache
+from .loaders.protocol import Loader, one_epoch
 from .methods.sam import SAM
 from .out_of_memory import At
 from .run_plan import RunPlan
 from .step import RecipeStep
 
-
 RECOMPILE_ADVICE = "Run with TORCH_LOGS=recompiles to see why, or compile=false"
 
 
 @contextlib.contextmanager
-def leaves_no_trace(step: RecipeStep):
+def leaves_no_trace(step: RecipeStep) -> Iterator[None]:
     """Restore, on exit, everything calling `step` changes: the model's and the EMA copy's
     parameters and buffers, the gradients, the optimizer's state and param groups (SAM's
     step count too), the GradScaler's state, and every random number generator."""
@@ -87,7 +88,7 @@ def calls_at_a_side(step: RecipeStep, calls_per_side: int) -> int:
 
 
 def warm_up(step: RecipeStep, plan: RunPlan, eval_batches: list[int], device: torch.device, *,
-            log=print, calls_per_side: int = 1, net_is_compiled: bool = False,
+            log: Callable[[str], None] = print, calls_per_side: int = 1, net_is_compiled: bool = False,
             dynamic_shapes: bool = False) -> dict[int, float]:
     """The recipe step at each training side of `plan` (calls_at_a_side times: CUDA graphs
     are captured on a later call than the first, hence calls_per_side 3 with them), on
@@ -137,7 +138,7 @@ def warm_up(step: RecipeStep, plan: RunPlan, eval_batches: list[int], device: to
     return seconds
 
 
-def evaluation_forward(step: RecipeStep, eval_batches: list[int], images_of,
+def evaluation_forward(step: RecipeStep, eval_batches: list[int], images_of: Callable[[int, int], torch.Tensor],
                        device: torch.device) -> float:
     """The evaluated model's forward at each evaluation batch size, as `evaluate` runs it
     (eval mode, eagerly, under autocast); returns the seconds it took."""
@@ -153,7 +154,7 @@ def evaluation_forward(step: RecipeStep, eval_batches: list[int], images_of,
     return time.perf_counter() - start
 
 
-def warm_up_loaders(train_loader: Loader, val_loader: Loader, log=print) -> float:
+def warm_up_loaders(train_loader: Loader, val_loader: Loader, log: Callable[[str], None] = print) -> float:
     """One pass over each loader (built with the run's pipelines on the synthetic files);
     returns the seconds it took, almost all of it numba compiling the pipelines (or loading
     them: its line says how many compilations and loads).
@@ -184,7 +185,7 @@ def warm_up_loaders(train_loader: Loader, val_loader: Loader, log=print) -> floa
     return seconds
 
 
-def _exhaust(batches) -> None:
+def _exhaust(batches: Iterable[object]) -> None:
     for _ in batches:
         pass
 
@@ -195,7 +196,7 @@ def compiled_graphs() -> int:
     return counters["stats"]["unique_graphs"]
 
 
-def compiled(net: torch.nn.Module, cache_dir, sizes: int, cuda_graphs: bool = False,
+def compiled(net: torch.nn.Module, cache_dir: Path, sizes: int, cuda_graphs: bool = False,
              dynamic: bool = False) -> torch.nn.Module:
     """torch.compile with static shapes, room for `sizes` input sizes; Inductor's on-disk
     cache under cache_dir, so that runs 2-5 of a campaign (new processes) reuse what run 1
@@ -209,6 +210,7 @@ def compiled(net: torch.nn.Module, cache_dir, sizes: int, cuda_graphs: bool = Fa
     dynamic: graphs with symbolic sizes instead (dynamic=True), compiled again only where a
     size changes a guard. What each costs and gains: docs/timing-and-warmup.md."""
     import os
+
     from torch._inductor.runtime.cache_dir_utils import default_cache_dir
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, sizes)
     chosen = os.environ.get("TORCHINDUCTOR_CACHE_DIR")

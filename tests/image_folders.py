@@ -19,8 +19,8 @@ from PIL import Image
 
 from submission.config import ConfigError, resolve
 from submission.data import sources
-from submission.loaders import ffcv_loaders
 from submission.data.prepare import prepare
+from submission.loaders import ffcv_loaders
 
 CPU = torch.device("cpu")
 CLASSES = ("cat", "dog", "fox")

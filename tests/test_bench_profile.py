@@ -2,16 +2,33 @@
 writer and its reader."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
-from conftest import REPO
 from submission import bench_profile as profile_module
-from submission.bench.measure import profile as bench_profile
+from submission.bench.measure import measured
+from submission.bench_profile import (
+    BenchProfile,
+    FedStep,
+    Loader,
+    LoaderBeside,
+    LoaderProbe,
+    LoaderSetup,
+    LoopOverhead,
+    ProfileError,
+    SetupExtra,
+    SideStep,
+    parse,
+    read,
+    recorded_settings,
+    write,
+)
 from submission.config import resolve
-from submission.bench_profile import FedStep, Loader, ProfileError, parse, read, write
 from submission.projection import rates
+
+from conftest import REPO
 
 
 def test_a_schema_1_profile_is_refused_saying_what_to_do():
@@ -48,31 +65,31 @@ def test_a_v2_profile_written_and_read_back_is_the_same(tmp_path):
     assert again.augmentation_ms_per_image.source == "train-1f8fa8ab2afef2bb.beton (600 images)"
 
 
-def _figures():
-    """What bench.measure.measure returns, by hand."""
-    probe = {"warm_up_s": 0.0, "build_s": 0.5, "epoch_start_s": 0.1, "train_first_batch_s": 2.0,
-             "val_first_pass_s": 1.0}
-    return {"timed_steps": 10, "loader_setup": {"cold": probe, "warm": {**probe, "warm_up_s": 3.0}},
-            "step": 100.0, "plain_loop": 120.0,
-            "sizes": {16: {"first_step_s": 0.4, "img_per_s": 300.0}, 32: {"first_step_s": 0.9, "img_per_s": 100.0}},
-            "loop_overhead": {"side": 16, "normalize_resize_s": 0.002, "ema_s": 0.001, "share_of_step": 0.05},
-            "eval_forward": 500.0, "mfu": {"flops_per_image": 1e9, "peak_flops": 1e11, "dtype": "torch.float32",
-                                           "mfu": 0.2},
-            "loader": 800.0, "loader_epoch_start": 0.2,
-            "loader_per_batch": {"torch_ops": None, "augmentation_ops": None, "host_s": 0.04, "device_s": None,
-                                 "decode_s": None},
-            "fed": {32: {"fed_img_per_s": 90.0, "synthetic_img_per_s": 99.0},
-                    16: {"fed_img_per_s": 250.0, "synthetic_img_per_s": 290.0}},
-            "eval_first": 200.0, "eval": 250.0,
-            "beside": {"kind": "device", "img_per_s": 3000.0, "threads": 2, "epoch_start_s": 0.1,
-                       "memory": 1_500_000, "fed": {32: {"fed_img_per_s": 98.0, "synthetic_img_per_s": 99.0}},
-                       "eval": 400.0, "per_batch": {"torch_ops": 18, "augmentation_ops": None, "host_s": 0.003,
-                                                    "device_s": 0.001, "decode_s": None}}}
+def _profile(config):
+    """What bench.measure.measure returns, its parts by hand."""
+    probe = LoaderProbe(warm_up_s=0.0, build_s=0.5, epoch_start_s=0.1, train_first_batch_s=2.0, val_first_pass_s=1.0)
+    return BenchProfile(
+        measured=measured(config, 10, 3), settings=recorded_settings(config),
+        train_step={16: SideStep(img_per_s=300.0, first_step_s=0.4), 32: SideStep(img_per_s=100.0, first_step_s=0.9)},
+        eval_img_per_s=250.0,
+        loader=Loader(kind="ffcv", img_per_s=800.0, threads=config.workers_per_device, resolution=32,
+                      epoch_start_s=0.2, host_s_per_batch=0.04),
+        fed_step_by_side={32: FedStep(90.0, 99.0, in_turns=True), 16: FedStep(250.0, 290.0, in_turns=True)},
+        loader_beside=LoaderBeside(
+            loader=Loader(kind="device", img_per_s=3000.0, threads=2, resolution=32, epoch_start_s=0.1,
+                          device_memory_bytes=1_500_000, torch_ops_per_batch=18, host_s_per_batch=0.003,
+                          device_part_s_per_batch=0.001),
+            fed_step_by_side={32: FedStep(98.0, 99.0, in_turns=True)}, eval_img_per_s=400.0),
+        setup_s=SetupExtra(first_eval_extra=1 / 200 - 1 / 250),
+        loader_setup_s=LoaderSetup(cold=probe, warm=dataclasses.replace(probe, warm_up_s=3.0)),
+        loop_overhead=LoopOverhead(side=16, normalize_resize_s=0.002, ema_s=0.001, share_of_step=0.05),
+        eval_forward_img_per_s=500.0, step_img_per_s=100.0, plain_loop_img_per_s=120.0,
+        mfu={"flops_per_image": 1e9, "peak_flops": 1e11, "dtype": "torch.float32", "mfu": 0.2})
 
 
 def test_the_bench_writes_version_2_with_every_figure_it_measured(tmp_path):
     config = resolve("cpu", {})
-    written = bench_profile(config, _figures(), 10, 3)
+    written = _profile(config)
     data = profile_module.to_json(written)
     assert data["schema"] == 2 and set(data["settings"]) == set(profile_module.RECORDED_SETTINGS)
     assert data["settings"]["system"] == "cpu" and data["settings"]["sam_interval"] == 0
@@ -116,7 +133,7 @@ def test_the_bench_writes_version_2_with_every_figure_it_measured(tmp_path):
     (lambda p: p["measured"].update(rounds=0), "measured.rounds is 0, not a whole number above 0"),
 ])
 def test_a_damaged_v2_field_is_named(change, field):
-    data = profile_module.to_json(bench_profile(resolve("cpu", {}), _figures(), 10, 3))
+    data = profile_module.to_json(_profile(resolve("cpu", {})))
     change(data)
     with pytest.raises(ProfileError) as raised:
         parse(data, "l.json", "loader_profile", "measure it")

@@ -11,13 +11,24 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (REPO, campaign_from_a_terminal, child_env, descendants, first_run_of, mllog_events,
-                      quick_settings, run_submission, running, wait_for)
 from submission import campaign, runs
 from submission.config import resolve
 from submission.jsonfile import write_json
 from submission.results import CampaignError, campaign_folder
 from submission.system_json import run_description
+
+from conftest import (
+    REPO,
+    campaign_from_a_terminal,
+    child_env,
+    descendants,
+    first_run_of,
+    mllog_events,
+    quick_settings,
+    run_submission,
+    running,
+    wait_for,
+)
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -258,6 +269,7 @@ def test_full_disk_during_a_run_fails_clearly_and_keeps_earlier_results(tmp_path
     """RLIMIT_FSIZE (a full disk for files past 20 kB) while run 2 writes its log: the run
     fails with a clear message, run 1's result file is byte-identical, no result_1.txt."""
     import resource
+
     from submission.config import parse_overrides, resolve
     from submission.data.prepare import prepare
     results = tmp_path / "results"
@@ -314,8 +326,10 @@ def test_the_fitted_loader_workers_are_what_the_campaign_records(cpus, tmp_path,
     """Through run_campaign: config.json (which the runs read) and campaign.json hold the
     fitted value. The run is told where to write its progress records, beside its transcript."""
     import json
-    from conftest import quick_settings
+
     from submission.config import parse_overrides
+
+    from conftest import quick_settings
     cpus["count"] = 1
     settings = [s for s in quick_settings(tmp_path / "results", cache_dir, runs=1, seeds="1")
                 if not s.startswith("workers_per_device=")]

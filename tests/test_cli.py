@@ -4,12 +4,13 @@ import sys
 
 import pytest
 
-from conftest import REPO
 from submission import campaign, cli
 from submission.config import ConfigError
 from submission.options import BenchOptions, CheckOptions, TradeoffOptions, parse, words_of
 from submission.preflight import resolve_here
 from submission.setting_declaration import declarations
+
+from conftest import REPO
 
 
 @pytest.mark.parametrize("args, message", [

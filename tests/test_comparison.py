@@ -6,6 +6,7 @@ import shutil
 
 from submission import comparison
 from submission.results import RunResult, Summary, write_summary
+
 try:
     from tests.mlperf_logs import TRAIN_SAMPLES, write_runs
 except ImportError:   # tests/ on sys.path instead of the repository root

@@ -112,8 +112,8 @@ def test_bad_input_is_rejected_with_a_reason(overrides, message):
 
 
 def test_every_declaration_admits_values_of_its_type_and_the_published_recipes():
-    from submission import system_descriptor
     from submission import settings as declared
+    from submission import system_descriptor
     for name in declared.names():
         allowed, kind = declared.admits(name), declared.value_type(name)
         if isinstance(allowed, declared.Range):

@@ -13,8 +13,7 @@ import time
 
 import pytest
 
-from conftest import (campaign_from_a_terminal, descendants, first_run_of, quick_settings, run_submission,
-                      running)
+from conftest import campaign_from_a_terminal, descendants, first_run_of, quick_settings, run_submission, running
 
 pytestmark = [pytest.mark.e2e, pytest.mark.loaders_interpreted, pytest.mark.timeout(900)]
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import A100_40
 from submission import inventory
+
+from conftest import A100_40
 
 
 @pytest.mark.parametrize("name, memory, family, memory_gb, kind", [
@@ -63,6 +64,7 @@ def test_nvidia_smi_facts_follow_each_visible_gpu_by_uuid(monkeypatch):
     """torch numbers the visible GPUs its own way (CUDA_VISIBLE_DEVICES=3,0 makes GPU 3
     torch's device 0); nvidia-smi numbers all of them by bus: rows are matched by UUID."""
     import types
+
     import torch
     visible = [types.SimpleNamespace(name="NVIDIA A100-SXM4-40GB", total_memory=42_298_000_000, uuid=u)
                for u in ("dddd3333-0000-0000-0000-000000000000", "aaaa0000-0000-0000-0000-000000000000")]

@@ -1,5 +1,6 @@
 """The shape of the package: imports point one way (no module imports one that imports it
-back, not even inside a function), and the command line's verbs are one visible table. The
+back, not even inside a function), no module over 450 lines nor a function over 55, and the
+command line's verbs are one visible table. The
 shape of the tests: every test that starts a process of its own is marked e2e, so that
 `-m "not e2e"` is the fast loop it says it is."""
 from __future__ import annotations
@@ -109,6 +110,38 @@ def test_the_cycle_finder_finds_function_level_and_relative_imports(tmp_path):
 def test_the_package_has_no_import_cycles():
     cycles = import_cycles(package_graph())
     assert cycles == [], "import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
+MODULE_LINES = 450      # a module over this says two things: split it by concept (docs/layout.md)
+FUNCTION_LINES = 55     # a function over this does several things: name each one
+
+
+def too_long(path: Path, root: Path) -> list[str]:
+    """The module at `path` (named from `root`) if it is over MODULE_LINES lines, and each of its functions over
+    FUNCTION_LINES (from its `def` to its last line, its docstring and nested functions in it)."""
+    text, shown = path.read_text(), path.relative_to(root)
+    found = [f"{shown}: {len(text.splitlines())} lines"] if len(text.splitlines()) > MODULE_LINES else []
+    for node in ast.walk(ast.parse(text, filename=str(path))):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            lines = node.end_lineno - node.lineno + 1
+            if lines > FUNCTION_LINES:
+                found.append(f"{shown}:{node.lineno} {node.name}(): {lines} lines")
+    return found
+
+
+def test_the_length_check_counts_a_module_and_each_function(tmp_path):
+    short = tmp_path / "short.py"
+    short.write_text("def f():\n" + "    x = 1\n" * (FUNCTION_LINES - 1))
+    assert too_long(short, tmp_path) == []
+    long = tmp_path / "long.py"
+    long.write_text("def f():\n" + "    x = 1\n" * FUNCTION_LINES + "\n" * MODULE_LINES)
+    assert too_long(long, tmp_path) == [f"long.py: {FUNCTION_LINES + 1 + MODULE_LINES} lines",
+                              f"long.py:1 f(): {FUNCTION_LINES + 1} lines"]
+
+
+def test_no_module_of_the_package_is_over_450_lines_nor_a_function_over_55():
+    found = [item for path in sorted(PACKAGE.rglob("*.py")) for item in too_long(path, REPO)]
+    assert found == [], "too long: " + "; ".join(found)
 
 
 def test_the_results_folder_module_imports_none_of_its_readers():

@@ -34,5 +34,5 @@ def test_a_per_image_augmentation_needs_a_loader_kind_that_takes_it():
     ({"recipe": "mild", "train_loader": "device"}, FFCV), ({"recipe": "hot", "train_loader": "device"}, TORCHVISION)])
 def test_the_bench_measures_beside_each_loader_the_first_of_its_kinds_beside_that_runs_the_configuration(
         overrides, beside):
-    from submission.bench.measure import beside as measured_beside
+    from submission.bench.loader_rows import beside as measured_beside
     assert measured_beside(resolve("cpu", overrides)) == beside.word

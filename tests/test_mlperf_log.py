@@ -1,8 +1,9 @@
 """submission.mlperf_log: the logged tensor names of the model's parameters."""
 import yaml
 
-from conftest import mild_model
 from submission.mlperf_log import mlperf_tensor_name
+
+from conftest import mild_model
 
 
 def test_logged_tensor_names_are_exactly_the_mlperf_reference_set():

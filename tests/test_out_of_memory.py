@@ -11,16 +11,17 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from conftest import REPO, child_env, quick_settings
 from submission import campaign, out_of_memory
-from submission.jsonfile import write_json
-from submission.results import CampaignError, campaign_folder
 from submission.config import parse_overrides, resolve
-from submission.loaders import ffcv_loaders
 from submission.data.prepare import prepare
+from submission.jsonfile import write_json
+from submission.loaders import ffcv_loaders
 from submission.model import model_from_config
+from submission.results import CampaignError, campaign_folder
 from submission.step import Normalizer, autocast_for
 from submission.train import evaluate
+
+from conftest import REPO, child_env, quick_settings
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -8,10 +8,11 @@ import dataclasses
 
 import pytest
 
-from conftest import A100_40, A100_80, A100_PCIE, H100, T4, run_submission
 from submission import campaign, inventory, preflight
 from submission.config import ConfigError, resolve
 from submission.preflight import resolve_here
+
+from conftest import A100_40, A100_80, A100_PCIE, H100, T4, run_submission
 
 
 def _images(root):

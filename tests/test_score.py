@@ -8,6 +8,7 @@ import pytest
 
 from submission import score
 from submission.run_folder import CampaignFolder
+
 try:
     from tests.mlperf_logs import TRAIN_SAMPLES, mlperf_log, write_runs
 except ImportError:   # tests/ on sys.path instead of the repository root
@@ -269,8 +270,8 @@ def test_a_price_that_is_not_a_finite_number_of_dollars_is_refused(tmp_path, cap
 
 
 def test_a_damaged_campaign_json_is_an_error_naming_it(tmp_path, capsys):
-    from submission.results import CampaignError
     from submission.cli import main as cli_main
+    from submission.results import CampaignError
     system = _system(tmp_path, [10.0, 20.0, 30.0, 40.0, 50.0])
     (system / "campaign.json").write_text('{"system": "cpu",\n "config": {')
     before = _files(tmp_path)

@@ -8,8 +8,7 @@ from typing import Literal
 
 import pytest
 
-from submission.setting_declaration import (AT_LEAST_1, HARNESS, RECIPE, NotAValue, declarations,
-                                            declare)
+from submission.setting_declaration import AT_LEAST_1, HARNESS, RECIPE, NotAValue, declarations, declare
 
 Colour = Literal["red", "green"]
 
@@ -92,8 +91,9 @@ def test_the_layouts_declarations_of_a_new_option_setting_and_figure_are_fields_
     import re
     from dataclasses import make_dataclass
 
-    from conftest import REPO
     from submission import setting_declaration
+
+    from conftest import REPO
 
     text = (REPO / "docs" / "layout.md").read_text()
     block = re.search(r"```python\n(.*?)```", text[text.index("## Declaring a value"):], re.S)[1]

@@ -8,10 +8,10 @@ import torch
 from torch.utils.data import DistributedSampler
 
 from submission import projection
-from submission.config import ConfigError, resolve
 from submission.bench_profile import parse as read_profile
-from submission.show_settings import describe_settings
+from submission.config import ConfigError, resolve
 from submission.run_plan import RunPlan, StepPlan
+from submission.show_settings import describe_settings
 from submission.step import build_step
 
 CPU = torch.device("cpu")

@@ -9,8 +9,9 @@ import sys
 
 import pytest
 
-from conftest import GPUS_HIDDEN, REPO
 from submission.stop_signals import Interrupted, StopRequests, first_signal_interrupts, is_loader_worker_death
+
+from conftest import GPUS_HIDDEN, REPO
 
 WORKER_DEATH_PROBE = '''
 import json, multiprocessing, os, signal, time

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import A100_40, A100_80, A100_PCIE, H100, T4
 from submission import inventory, preflight, system_json
 from submission.config import Config, ConfigError, resolve
 from submission.preflight import resolve_here
 from submission.system_descriptor import MLPERF_REQUIRED_FIELDS, SystemDescriptor, load_descriptor
 from submission.system_json import run_description
+
+from conftest import A100_40, A100_80, A100_PCIE, H100, T4
 
 
 def test_local_describes_the_gpus_found_and_runs_one_process_each(gpus):

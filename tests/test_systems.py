@@ -169,6 +169,7 @@ def test_fill_from_host_survives_failing_probes(monkeypatch):
 
 def test_software_names_rocm_and_miopen_on_a_rocm_torch(monkeypatch):
     import torch
+
     from submission import system_json
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.version, "cuda", None)
@@ -189,6 +190,7 @@ def test_a_host_without_a_gpu_driver_is_described_without_importing_torch():
     (torch's import: seconds)."""
     import subprocess
     import sys
+
     from conftest import REPO
     if not inventory.no_gpu_driver():
         pytest.skip("a GPU driver is loaded here: torch is asked for the GPUs and the CUDA version")

@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import child_env, first_run_of, mllog_events, quick_settings, run_submission
 from submission import preflight, tracking
 from submission.config import ConfigError, resolve
 from submission.energy import Energy
 from submission.progress import Reporter, read_progress
-from submission.tracking import Target, Tracking, TensorBoardWriter, scalars
+from submission.tracking import Target, TensorBoardWriter, Tracking, scalars
+
+from conftest import child_env, first_run_of, mllog_events, quick_settings, run_submission
 
 # tracker=wandb is an extra: the test command installs it, ./run_and_time.sh does not, so plain
 # pytest in the environment a campaign set up skips the tests that need it
@@ -210,6 +211,7 @@ def test_a_campaign_writes_each_runs_events_and_wandb_run_and_a_failed_tracker_l
     the baseline recipe's: the suite's end-to-end check of it (cross-entropy, no EMA or BlurPool,
     both rulesets' checkers)."""
     from submission.compliance import check_path
+
     from wandb_records import offline_run
     results = tmp_path / "results"
     system = results / "local_cpu"

@@ -10,16 +10,16 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import (QUICK_BATCH, REPO, child_env, descendants, free_port, mllog_events, quick_settings,
-                      run_submission)
 from submission.compliance import check_path
 from submission.config import parse_overrides, resolve
-from submission.loaders import ffcv_loaders
 from submission.data.data_json import PreparedData
 from submission.data.prepare import prepare
+from submission.loaders import ffcv_loaders
 from submission.model import model_from_config
 from submission.step import Normalizer, autocast_for
 from submission.train import evaluate
+
+from conftest import QUICK_BATCH, REPO, child_env, descendants, free_port, mllog_events, quick_settings, run_submission
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 

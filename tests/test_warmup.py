@@ -12,11 +12,10 @@ import torch
 from torch import nn
 
 from submission.config import resolve
-from submission.step import Normalizer
 from submission.methods.ema import EMA
 from submission.methods.loss import LOSSES
 from submission.run_plan import RunPlan
-from submission.step import RecipeStep, autocast_for, build_step, recipe_optimizer
+from submission.step import Normalizer, RecipeStep, autocast_for, build_step, recipe_optimizer
 from submission.warmup import warm_up
 
 CPU = torch.device("cpu")
@@ -176,9 +175,10 @@ def test_loaders_warmed_on_synthetic_images_compile_nothing_after_run_start(tmp_
     import subprocess
     import sys
 
-    from conftest import GPUS_HIDDEN, REPO, quick_settings
     from submission.config import parse_overrides
     from submission.data.prepare import prepare
+
+    from conftest import GPUS_HIDDEN, REPO, quick_settings
 
     config = resolve(None, parse_overrides(quick_settings(tmp_path, cache_dir)))
     data = prepare(config)
@@ -243,9 +243,10 @@ def test_a_campaigns_next_runs_load_ffcvs_compiled_pipelines_from_disk(tmp_path,
     import subprocess
     import sys
 
-    from conftest import GPUS_HIDDEN, REPO, quick_settings
     from submission.config import parse_overrides
     from submission.data.prepare import prepare
+
+    from conftest import GPUS_HIDDEN, REPO, quick_settings
 
     config = resolve(None, parse_overrides(quick_settings(tmp_path, cache_dir, write_mode="jpg")))
     data = prepare(config)
@@ -341,10 +342,12 @@ def test_the_loader_warm_up_leaves_freed_buffers_of_the_run_loaders_sizes(tmp_pa
     import subprocess
     import sys
 
-    from conftest import GPUS_HIDDEN, REPO
-    from image_folders import config as folder_config, write_image
     from submission.data.prepare import prepare
     from submission.data.synthetic import largest_stored_image
+
+    from conftest import GPUS_HIDDEN, REPO
+    from image_folders import config as folder_config
+    from image_folders import write_image
 
     images = tmp_path / "images"
     for split, sizes in (("train", ((40, 24), (24, 30), (32, 32))), ("val", ((36, 20), (20, 26)))):

@@ -6,8 +6,15 @@
     python -m submission bench compare=methods [system=...] [key=value ...] [steps=N] [rounds=R]
 
   timing.py            the primitives: seconds per call, steps in turns, the loader alone
-  measure.py           the main bench: every row, printed as measured; the profile JSON
-                       (`json=FILE`) that `python -m submission project` reads
+  rows.py              how a row is printed: at once, an img/s row beside the recipe step's
+  measure.py           the main bench: its rows in order, each returning its part of the
+                       profile (`json=FILE`) that `python -m submission project` reads
+  loader_setup_rows.py   the run's loaders in a fresh process, without and with the warm-up
+  step_rows.py           the recipe step, the plain loop, each side, the loop's work, MFU
+  compiled_rows.py       the compiled step (compile=true) and its side changes
+  power_rows.py          the energy counters around the step
+  loader_rows.py         each loader alone, feeding the step, through evaluation
+  augmentation_rows.py   the torchvision loader's CPU work per image
   sweep.py             sweep=loader: the loader on each .beton write option
   compare_composer.py  compare=composer: MosaicML Composer's Trainer with the Mild methods
   compare_methods.py   compare=methods: each method swapped for the plain loop's

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import sys
 
-from ..config import ConfigError, parse_overrides
-from ..preflight import resolve_here
+from ..config import Config, ConfigError, parse_overrides
 from ..options import BenchOptions
-from ..preflight import loader_workers, precision_problems
+from ..preflight import loader_workers, precision_problems, resolve_here
+from .rows import say
 
 
-def fitted(config):
+def fitted(config: Config) -> Config:
     """The configuration with workers_per_device fitted to the CPUs this process may use,
     as a campaign fits it (preflight.loader_workers): lowered and said where the harness
     chose it, refused where the user did."""
@@ -50,19 +50,19 @@ def main(options: BenchOptions, settings: list[str]) -> int:
             compare_composer.require_composer()
         device = bench_device(config)
         if sweep_name:
-            sweep.loader_sweep(config, device, steps, say=measure.say)
+            sweep.loader_sweep(config, device, steps, say=say)
         elif compare == "composer":
-            measure.say(compare_composer.header(config, steps))
-            compare_composer.comparison(config, prepare(config).num_classes, steps, say=measure.say)
+            say(compare_composer.header(config, steps))
+            compare_composer.comparison(config, prepare(config).num_classes, steps, say=say)
         elif compare == "methods":
-            measure.say(compare_methods.header(config, steps, rounds))
+            say(compare_methods.header(config, steps, rounds))
             figures = compare_methods.comparison(config, prepare(config).num_classes, steps, rounds)
-            measure.say(compare_methods.table(figures))
+            say(compare_methods.table(figures))
         else:
-            figures = measure.measure(config, device, steps, rounds, quick)
+            profile = measure.measure(config, device, steps, rounds, quick)
             if out:
-                write_profile(measure.profile(config, figures, steps, rounds), out)
-                measure.say(f"\nprofile written to {out} (python -m submission project ... profile={out})")
+                write_profile(profile, out)
+                say(f"\nprofile written to {out} (python -m submission project ... profile={out})")
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

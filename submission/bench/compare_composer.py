@@ -21,24 +21,30 @@ its Trainer runs on this project's torch; install it without its pins:
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
-from ..config import ConfigError
+from ..config import Config, ConfigError
 from ..model import build_model
 from ..step import Normalizer, build_step
+from .step_rows import Batch
 from .timing import bench_device, sync, synthetic_batch
+
+if TYPE_CHECKING:       # for the annotations only: Composer is optional, imported where it runs
+    from composer import Logger, State
 
 WARM_UP_STEPS = 3               # first steps allocate and pick kernels: not timed
 
 
-def _batches(config, classes: int, device: torch.device, count: int) -> list:
+def _batches(config: Config, classes: int, device: torch.device, count: int) -> list[Batch]:
     return [synthetic_batch(config.batch_per_device, config.train_resolution, classes, device,
                             torch.Generator().manual_seed(0))] * count
 
 
-def our_mild_step(config, classes: int, device: torch.device, steps: int) -> float:
+def our_mild_step(config: Config, classes: int, device: torch.device, steps: int) -> float:
     """img/s of the training loop's work per step at full size (EMA included)."""
     step = build_step(config, classes, device)
     batches = _batches(config, classes, device, WARM_UP_STEPS + steps)
@@ -71,7 +77,7 @@ def require_composer() -> None:
                           "`python -m submission.bench.compare_composer` shows how to install it") from exc
 
 
-def composer_mild_step(config, classes: int, device: torch.device, steps: int) -> tuple[float, str]:
+def composer_mild_step(config: Config, classes: int, device: torch.device, steps: int) -> tuple[float, str]:
     """img/s of Composer's Trainer with the Mild methods; and Composer's version."""
     import composer
     from composer import Callback, Trainer
@@ -84,7 +90,7 @@ def composer_mild_step(config, classes: int, device: torch.device, steps: int) -
     times: list[float] = []
 
     class StepTimes(Callback):
-        def batch_end(self, state, logger) -> None:
+        def batch_end(self, state: State, logger: Logger) -> None:
             sync(device)
             times.append(time.perf_counter())
 
@@ -125,14 +131,14 @@ def composer_mild_step(config, classes: int, device: torch.device, steps: int) -
     return config.batch_per_device * steps / seconds, composer.__version__
 
 
-def header(config, steps: int) -> str:
+def header(config: Config, steps: int) -> str:
     return (f"Mild step against Composer's Trainer with the Mild methods: batch "
             f"{config.batch_per_device}, {config.train_resolution} px, {config.precision}"
             + (f" ({config.amp_dtype})" if config.precision == "amp" else "")
             + f", {config.device_type}, {steps} timed steps after {WARM_UP_STEPS}\n")
 
 
-def comparison(config, classes: int, steps: int, say=print) -> dict:
+def comparison(config: Config, classes: int, steps: int, say: Callable[[str], None] = print) -> dict:
     """This project's step, Composer's Trainer, this project's step again: each row said
     as it is measured, then the ratio (the mean of before and after over Composer)."""
     device = bench_device(config)

@@ -18,13 +18,16 @@ turn, and each variant's figure is its best round.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import torch
+from torch import nn
 
+from ..config import Config
 from ..methods import ALL
 from ..methods.sam import SAM
-from ..step import Normalizer, build_step
-from .measure import plain_loop
+from ..step import Normalizer, Optimizer, build_step
+from .step_rows import TrainStep, plain_loop
 from .timing import bench_device, in_turns, synthetic_batch
 
 WARM_UP_STEPS = 3                 # first steps allocate and pick kernels: not timed
@@ -36,10 +39,10 @@ VARIANTS = tuple(method for method in ALL if method.without)
 PLAIN_ROW = "plain torchvision loop (CE, SGD)"
 
 
-def _coupled_sgd(config):
+def _coupled_sgd(config: Config) -> Callable[[nn.Module], Optimizer]:
     """torch.optim.SGD as the plain loop uses it: torch's default implementation, the
     weight decay coupled to the gradient (inside SAM when the recipe has it)."""
-    def optimizer(model):
+    def optimizer(model: nn.Module) -> Optimizer:
         sgd = torch.optim.SGD(model.parameters(), lr=config.peak_lr, momentum=config.momentum,
                               weight_decay=config.effective_weight_decay)
         if not config.sam_interval:
@@ -48,11 +51,11 @@ def _coupled_sgd(config):
     return optimizer
 
 
-def comparison(config, classes: int, steps: int, rounds: int) -> dict:
+def comparison(config: Config, classes: int, steps: int, rounds: int) -> dict[str, float]:
     """{row: img/s} for every variant and the plain loop, each its best of `rounds`."""
     device = bench_device(config)
     normalize = Normalizer(device)
-    steps_of = {RECIPE_ROW: build_step(config, classes, device)}
+    steps_of: dict[str, TrainStep] = {RECIPE_ROW: build_step(config, classes, device)}
     for method in VARIANTS:
         if not method.on(config):
             continue                  # the recipe does not have this method
@@ -68,7 +71,7 @@ def comparison(config, classes: int, steps: int, rounds: int) -> dict:
                     config.batch_per_device, steps, rounds, device, warmup=WARM_UP_STEPS)
 
 
-def header(config, steps: int, rounds: int) -> str:
+def header(config: Config, steps: int, rounds: int) -> str:
     return (f"the {config.recipe} recipe's step ({', '.join(config.methods)}) with one method "
             f"swapped for the plain loop's or left out: batch "
             f"{config.batch_per_device}, {config.train_resolution} px, {config.precision}"

@@ -6,10 +6,13 @@ compiled gather, its device's JPEG decode and the rest of its device part (on a 
 that queues it; on a CPU the work itself: timing.per_batch_costs)."""
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
-from ..loaders import device_loader, ffcv_loaders
+from ..config import Config
 from ..data.prepare import prepare
+from ..loaders import device_loader, ffcv_loaders
 from .timing import loader_alone, per_batch_costs
 
 # .beton write options against loader rate; the first row is the published conversion
@@ -23,7 +26,7 @@ LOADER_SWEEP = (  # (write_mode, write_max_resolution, write_jpeg_quality)
 SWEEP_TRAIN_LIMIT = 5000          # images per variant, unless train_limit is given
 
 
-def loader_sweep(config, device: torch.device, steps: int, say=print) -> None:
+def loader_sweep(config: Config, device: torch.device, steps: int, say: Callable[[str], None] = print) -> None:
     """FFCV's train loader and the device loader alone, at the configuration's size and
     threads, on the same images written with each LOADER_SWEEP variant (each a .beton of its
     own, cached); a row printed as each is measured."""
@@ -51,7 +54,7 @@ def loader_sweep(config, device: torch.device, steps: int, say=print) -> None:
         stored = Reader(data.train_path).alloc_table["size"].sum()   # without page padding
         say(f"  {mode:<11} {max_resolution:>6} px  q{quality:<4} "
             f"{stored / data.train_samples / 1024:9.1f} KiB/image {rates[0]:10.1f} img/s {rates[1]:10.1f} img/s"
-            f"{costs['torch_ops']:>11}{_ms(costs['host_s']):>9}{_ms(costs['decode_s']):>11}{_ms(costs['device_s']):>11}")
+            f"{costs.torch_ops:>11}{_ms(costs.host_s):>9}{_ms(costs.decode_s):>11}{_ms(costs.device_s):>11}")
     say(f"  ({data.train_samples} images in each variant; the device loader's milliseconds are medians per "
         "batch; decode: its JPEGs on the device, none where it decodes them on the host (a CPU))")
 

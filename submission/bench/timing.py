@@ -3,15 +3,17 @@ the matmul peak; and the device a bench times on, set up as a run sets it up."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import cast
 
 import torch
 
 from .. import inventory
-from ..config import ConfigError
+from ..config import Config, ConfigError
+from ..loader_kinds import LoaderKind
 from ..loaders import ffcv_threads
 from ..loaders.protocol import Loader, one_epoch
-from ..loader_kinds import LoaderKind
 
 
 def sync(device: torch.device) -> None:
@@ -19,7 +21,7 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def timed(step, calls: int, device: torch.device, warmup: int = 2) -> float:
+def timed(step: Callable[[], object], calls: int, device: torch.device, warmup: int = 2) -> float:
     """Seconds per call of step() after warm-up calls (first calls compile or allocate)."""
     for _ in range(warmup):
         step()
@@ -31,7 +33,7 @@ def timed(step, calls: int, device: torch.device, warmup: int = 2) -> float:
     return (time.perf_counter() - start) / calls
 
 
-def first_call(step, device: torch.device) -> float:
+def first_call(step: Callable[[], object], device: torch.device) -> float:
     """Seconds of one call of step(), its set-up included."""
     sync(device)
     start = time.perf_counter()
@@ -40,8 +42,8 @@ def first_call(step, device: torch.device) -> float:
     return time.perf_counter() - start
 
 
-def in_turns(steps_of: dict, images_per_call: int, calls: int, rounds: int, device: torch.device,
-             warmup: int = 3) -> dict:
+def in_turns(steps_of: dict[str, Callable[[], object]], images_per_call: int, calls: int, rounds: int,
+             device: torch.device, warmup: int = 3) -> dict[str, float]:
     """{name: img/s} of each step(), the steps taking turns: `warmup` untimed calls of each
     (first calls allocate, pick kernels, record CUDA graphs), then `rounds` rounds of
     `calls` timed calls of each in turn; each its best round. A machine whose speed drifts
@@ -91,36 +93,51 @@ def loader_alone(loader: Loader, batches: int, device: torch.device, restarts: i
     return rate, max(0.0, sum(later_starts) / len(later_starts) - steady_s / steady_batches)
 
 
-def per_batch_costs(loader: Loader, batch: int, img_per_s: float) -> dict:
-    """What one batch of a loader measured alone costs the host: `torch_ops` its device work
-    calls from Python and `augmentation_ops` its augmentation's (the device loader's, counted
-    with torch.profiler; None for the others: their kind's `uncounted_ops`), `host_s` its host work (the device
-    loader's compiled gather, median; FFCV's and torchvision's whole batch at their rate alone:
-    all of their work is host work); the device loader's `decode_s`, its device's JPEG decode,
-    and `device_s`, the rest of its device part (on a GPU the Python that queues it, on a CPU
-    the work itself), medians (None for the others)."""
+@dataclass(frozen=True)
+class BatchCosts:
+    """What one batch of a loader measured alone costs the host (per_batch_costs): `torch_ops`
+    its device work calls from Python and `augmentation_ops` its augmentation's (the device
+    loader's, counted with torch.profiler; None for the others: their kind's `uncounted_ops`),
+    `host_s` its host work (the device loader's compiled gather, median; FFCV's and
+    torchvision's whole batch at their rate alone: all of their work is host work); the device
+    loader's `decode_s`, its device's JPEG decode, and `device_s`, the rest of its device part
+    (on a GPU the Python that queues it, on a CPU the work itself), medians (None for the others)."""
+    torch_ops: int | None
+    augmentation_ops: int | None
+    host_s: float | None
+    device_s: float | None
+    decode_s: float | None
+
+
+def per_batch_costs(loader: Loader, batch: int, img_per_s: float) -> BatchCosts:
+    """The BatchCosts of `loader`, measured alone at `img_per_s`."""
     if loader.kind.uncounted_ops is not None:
-        return {"torch_ops": None, "augmentation_ops": None, "host_s": batch / img_per_s,
-                "device_s": None, "decode_s": None}
+        return BatchCosts(torch_ops=None, augmentation_ops=None, host_s=batch / img_per_s, device_s=None,
+                          decode_s=None)
     from ..loaders.device_loader import AUGMENT, DeviceLoader
-    device_loader = cast(DeviceLoader, loader)      # the one kind whose operations are counted
-    ms = device_loader.timings.per_batch_ms()          # of the batches timed: before the count's two
-    counted = device_loader.ops_per_batch()
-    return {"torch_ops": counted.ops, "augmentation_ops": counted.parts[AUGMENT] if device_loader.augment else None,
-            **{f"{name}_s": None if value is None else value / 1e3 for name, value in ms.items()}}
+    counting = cast(DeviceLoader, loader)       # the one kind whose operations are counted (loader_kinds.py)
+    ms = counting.timings.per_batch_ms()        # of the batches timed: before the count's two
+    counted = counting.ops_per_batch()
+    seconds = {name: None if value is None else value / 1e3 for name, value in ms.items()}
+    return BatchCosts(torch_ops=counted.ops, augmentation_ops=counted.parts[AUGMENT] if counting.augment else None,
+                      host_s=seconds["host"], device_s=seconds["device"], decode_s=seconds["decode"])
 
 
-def describe_costs(kind: LoaderKind, costs: dict, threads: int) -> str:
+def describe_costs(kind: LoaderKind, costs: BatchCosts, threads: int) -> str:
     """One line of what per_batch_costs found, for people."""
-    if costs["torch_ops"] is None:
-        return (f"per batch: torch operations n/a ({kind.uncounted_ops}); host {costs['host_s'] * 1e3:.1f} ms "
+    if costs.torch_ops is None:
+        return (f"per batch: torch operations n/a ({kind.uncounted_ops}); host {_in_ms(costs.host_s):.1f} ms "
                 f"(its whole batch with {threads} thread(s): all of its work is on the host)")
-    augmentation = (f", its augmentation's {costs['augmentation_ops']} apart"
-                    if costs["augmentation_ops"] is not None else "")
-    decode = f", the device's JPEG decode {costs['decode_s'] * 1e3:.1f} ms" if costs["decode_s"] is not None else ""
-    return (f"per batch: {costs['torch_ops']} torch operations called from Python{augmentation}; host "
-            f"{costs['host_s'] * 1e3:.1f} ms (the compiled gather, {threads} thread(s), the interpreter free), "
-            f"the rest of its device part {costs['device_s'] * 1e3:.1f} ms{decode}")
+    augmentation = (f", its augmentation's {costs.augmentation_ops} apart"
+                    if costs.augmentation_ops is not None else "")
+    decode = f", the device's JPEG decode {_in_ms(costs.decode_s):.1f} ms" if costs.decode_s is not None else ""
+    return (f"per batch: {costs.torch_ops} torch operations called from Python{augmentation}; host "
+            f"{_in_ms(costs.host_s):.1f} ms (the compiled gather, {threads} thread(s), the interpreter free), "
+            f"the rest of its device part {_in_ms(costs.device_s):.1f} ms{decode}")
+
+
+def _in_ms(seconds: float | None) -> float:
+    return float("nan") if seconds is None else seconds * 1e3
 
 
 def matmul_peak(device: torch.device, dtype: torch.dtype, n: int, rounds: int) -> float:
@@ -132,7 +149,7 @@ def matmul_peak(device: torch.device, dtype: torch.dtype, n: int, rounds: int) -
     return 2 * n ** 3 / seconds
 
 
-def bench_device(config) -> torch.device:
+def bench_device(config: Config) -> torch.device:
     """The device a bench times on, with the run's CPU threads and cuDNN setting."""
     device = torch.device("cuda" if config.device_type == "cuda" else "cpu")
     ffcv_threads.install()      # else FFCV's Loaders set torch's threads to their worker count
@@ -142,7 +159,8 @@ def bench_device(config) -> torch.device:
     return device
 
 
-def synthetic_batch(batch: int, side: int, classes: int, device: torch.device, generator=None):
+def synthetic_batch(batch: int, side: int, classes: int, device: torch.device,
+                    generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(uint8 images NCHW in channels-last memory, labels) as the loaders give them."""
     images = torch.randint(0, 256, (batch, 3, side, side), dtype=torch.uint8, generator=generator)
     labels = torch.randint(0, classes, (batch,), generator=generator)

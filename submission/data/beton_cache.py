@@ -20,6 +20,7 @@ import re
 import socket
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -51,7 +52,7 @@ def _image_field_arguments(settings: dict) -> dict:
     return {WRITE_SETTINGS[name]: value for name, value in settings.items()}
 
 
-def cache_key(split, settings: dict) -> str:
+def cache_key(split: sources.Split, settings: dict) -> str:
     """The 16 hex digits that name the split's .beton written with `settings`."""
     key = {"format": FORMAT_VERSION, "write": _image_field_arguments(settings),
            "source": split.fingerprint(), "samples": len(split)}
@@ -89,7 +90,7 @@ def _temp_name(path: Path) -> Path:
     return path.with_name(f"{path.name}.tmp-{os.getpid()}@{socket.gethostname()}")
 
 
-def _write_beton(split, path: Path, settings: dict, workers: int) -> list[tuple[Path, str]]:
+def _write_beton(split: sources.Split, path: Path, settings: dict, workers: int) -> list[tuple[Path, str]]:
     """Write the split to path; return the images that failed to decode (then nothing
     is written)."""
     from ffcv.fields import IntField, RGBImageField
@@ -153,7 +154,7 @@ def head_sha256(path: str | Path) -> str:
         return hashlib.sha256(handle.read(HEAD_BYTES)).hexdigest()
 
 
-def cached_beton(split, folder: Path, split_name: str, settings: dict, workers: int) -> Path:
+def cached_beton(split: sources.Split, folder: Path, split_name: str, settings: dict, workers: int) -> Path:
     """The split's .beton, keyed by its content and the write settings (write_settings);
     written if missing. A file whose size differs from the one recorded when it was
     written (a copy cut short, a full disk) is rebuilt, never loaded."""
@@ -163,7 +164,7 @@ def cached_beton(split, folder: Path, split_name: str, settings: dict, workers: 
 
 
 @contextlib.contextmanager
-def _writing(path: Path):
+def _writing(path: Path) -> Iterator[None]:
     """Hold `path`'s conversion lock (a file beside it naming its holder), waiting for
     another process that holds it; the waiting is said once, with the holder. In a cache
     folder this process cannot write, nothing can be written either: no lock is needed to
@@ -197,7 +198,7 @@ def _writing(path: Path):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _reused_or_written(split, path: Path, split_name: str, settings: dict, workers: int) -> Path:
+def _reused_or_written(split: sources.Split, path: Path, split_name: str, settings: dict, workers: int) -> Path:
     record = path.with_name(path.name + ".size")
     _remove_dead_temps(path.parent, split_name)
     if path.is_file():

@@ -30,7 +30,7 @@ class PreparedData:
     write_settings: dict = field(default_factory=dict)
 
     @classmethod
-    def load(cls, path: Path) -> "PreparedData":
+    def load(cls, path: Path) -> PreparedData:
         fields = json.loads(Path(path).read_text())
         if "synthetic_path" in fields:      # written before the splits had files of their own
             fields["synthetic_train_path"] = fields["synthetic_val_path"] = fields.pop("synthetic_path")

@@ -22,6 +22,7 @@ import os
 import socket
 from pathlib import Path
 
+from ..config import Config
 from .data_json import PreparedData
 
 ADVICE = ("prepare the same data on every node: the same dataset, data_dir, train_limit, "
@@ -52,7 +53,7 @@ def fingerprint(data: PreparedData) -> dict:
     return facts
 
 
-def of_rank(data_file: str | Path, config) -> dict:
+def of_rank(data_file: str | Path, config: Config) -> dict:
     """This rank's fingerprint with where it runs: {"node_rank", "hostname", "data"}.
     Never raises: a data description that cannot be read becomes the fact
     {"data.json": why}, so that every rank reaches the gathering of fingerprints and

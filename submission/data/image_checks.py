@@ -10,13 +10,15 @@ again on the next invocation.
 """
 from __future__ import annotations
 
+import functools
 import json
 import sys
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from ..config import Config, ConfigError
 from .. import said
+from ..config import Config, ConfigError
 from ..jsonfile import write_json
 from . import sources
 from .progress_meter import ProgressMeter
@@ -61,7 +63,7 @@ def too_small(height: int, width: int, config: Config, split_name: str) -> str |
 
 
 def check_images(split: sources.FolderSplit, workers: int, manifest: Path,
-                 unusable=lambda height, width: None) -> None:
+                 unusable: Callable[[int, int], str | None] = lambda height, width: None) -> None:
     """Decode every image whose (size, mtime) this manifest has not seen verified; record
     the unreadable ones, and those `unusable(height, width)` refuses, in split.bad. The
     manifest (beside the .beton files) remembers each verdict and size, so an unchanged
@@ -116,17 +118,18 @@ def bad_image_listing(bad: list[tuple[Path, str]]) -> str:
     return sources.listing([f"{sources.display(p)}: {why}" for p, why in bad])
 
 
-def drop_unusable(splits, folder: Path, config: Config, workers: int) -> int:
+def drop_unusable(splits: tuple[sources.FolderSplit, sources.FolderSplit], folder: Path, config: Config,
+                  workers: int) -> int:
     """Check the folder splits' images; fail on unreadable or too small ones unless
     skip_bad_images (then leave them out and list them). Returns how many were left out."""
-    bad = []
+    bad: list[tuple[Path, str]] = []
     for split, name in zip(splits, ("train", "val")):
         if split.ignored:
             print(f"[prepare] ignoring {len(split.ignored)} entries that are not image files in "
                   f"{sources.display(split.root)} (e.g. {sources.display(split.ignored[0])})"
                   f"{_archives_note(split.ignored)}", file=sys.stderr)
         check_images(split, workers, manifest_path(folder, name),
-                     lambda height, width, name=name: too_small(height, width, config, name))
+                     functools.partial(too_small, config=config, split_name=name))
         bad += split.bad
     listing = folder / "skipped_images.txt"
     if bad and not config.skip_bad_images:

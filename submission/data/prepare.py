@@ -18,8 +18,8 @@ from ..loader_kinds import kind_of
 from . import sources
 from .beton_cache import cached_beton, head_sha256, write_settings
 from .beton_samples import refuse_unreadable
-from .image_checks import drop_unusable
 from .data_json import PreparedData
+from .image_checks import drop_unusable
 from .sharding import refuse_fewer_than_one_batch
 from .synthetic import synthetic_beton_like
 
@@ -31,7 +31,7 @@ def _subset_indices(total: int, limit: int) -> np.ndarray:
     return np.linspace(0, total - 1, limit).round().astype(np.int64)
 
 
-def _subset(split, limit: int):
+def _subset(split: sources.FolderSplit | sources.ArraySplit, limit: int) -> sources.FolderSplit | sources.ArraySplit:
     keep = _subset_indices(len(split), limit)
     if isinstance(split, sources.ArraySplit):
         return sources.ArraySplit(split.images[keep], split.labels[keep], split.classes,

@@ -17,9 +17,11 @@ import os
 import struct
 import subprocess
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 from PIL import Image
@@ -45,7 +47,7 @@ SUPPORTED_LAYOUTS = (
 
 
 @contextmanager
-def _no_pixel_limit():
+def _no_pixel_limit() -> Iterator[None]:
     """PIL refuses images over ~179 M pixels as decompression bombs (and warns over ~89 M):
     a guard against hostile files, but these are the user's own images. Lifted for this
     decoding only, so PIL's limit stays as it was for any other code."""
@@ -77,6 +79,16 @@ def load_rgb(path: Path) -> np.ndarray:
             grey = np.clip(grey / top * 255.0 + 0.5, 0, 255).astype(np.uint8)
             return np.repeat(grey[..., None], 3, axis=-1)
         return np.asarray(image.convert("RGB"), dtype=np.uint8)
+
+
+class Split(Protocol):
+    """A split as a .beton is written from it (beton_cache.py): FolderSplit, ArraySplit, or
+    synthetic.SyntheticSplit."""
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, index: int) -> tuple[np.ndarray, int]: ...
+
+    def fingerprint(self) -> str: ...
 
 
 @dataclass

@@ -16,8 +16,12 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:       # for the annotations only: PIL is imported where pictures are made
+    from PIL import Image
 
 SPLITS = ("train", "val")
 JPEG_QUALITY = 90        # ImageNet's own JPEGs are mostly quality 90-96
@@ -48,7 +52,7 @@ def class_folder(label: int) -> str:
     return f"n{label + 1:08d}"       # shaped like a WordNet id, as ImageNet's folders are
 
 
-def picture(label: int, index: int, split: str, shape: FolderShape):
+def picture(label: int, index: int, split: str, shape: FolderShape) -> Image.Image:
     """One image of class `label` (a PIL image)."""
     from PIL import Image, ImageDraw
 

@@ -10,9 +10,15 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from multiprocessing import resource_tracker
+from types import FrameType
+from typing import TYPE_CHECKING
 
 import psutil
+
+if TYPE_CHECKING:       # for the annotations only: FFCV is imported where it writes
+    from ffcv.writer import DatasetWriter
 
 
 class _Watch:
@@ -45,7 +51,7 @@ class _Watch:
                 self.deaths.append(f"process {died[0].pid} {died[1]}")
                 self.interrupt()
 
-    def on_ctrl_c(self, signum, frame):
+    def on_ctrl_c(self, signum: int, frame: FrameType | None) -> None:
         if os.getpid() != self.parent:
             return
         self.interrupted_at.append(time.monotonic())
@@ -58,7 +64,7 @@ class _Watch:
 
 
 @contextlib.contextmanager
-def interrupted_if_a_writer_dies():
+def interrupted_if_a_writer_dies() -> Iterator[list[str]]:
     """FFCV's writer waits until its worker processes have written every sample: one that
     dies (killed for memory, an error outside DecodeFailureRecorder) leaves it waiting
     forever. A thread watches this process's new children while the writer runs and,
@@ -100,7 +106,7 @@ def abnormal_exit(pid: int) -> str | None:
     return f"was killed by {signal.Signals(ended.si_status).name}"
 
 
-def release_shared_memory(writer) -> None:
+def release_shared_memory(writer: DatasetWriter) -> None:
     """The shared memory an interrupted DatasetWriter allocated (it frees it only on success)."""
     memory = getattr(writer, "metadata_sm", None)
     if memory is not None:

@@ -21,15 +21,18 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from . import area_resize
 from ..data.beton_samples import JPEG, BetonSamples
+from . import area_resize
 
 GROWTH = 1.25       # a slot outgrown by a batch is made this much larger than the batch needs
+
+Array = np.ndarray       # the compiled gather's arguments: numpy arrays, and a few numbers
 
 # numba's "workqueue" threading layer (where neither TBB nor OpenMP is installed) aborts the
 # process when two threads launch parallel regions at once: the training and evaluation
@@ -38,14 +41,15 @@ _PARALLEL = threading.Lock()
 
 
 @functools.cache
-def crop_drawer():
+def crop_drawer() -> Callable[..., None]:
     """FFCV's crop draw and a flip draw for each image of a batch, from the generator of
     numba's thread (or numpy's, where FFCV's compilation is off) seeded for the batch."""
     from ffcv.fields.rgb_image import get_random_crop
     from ffcv.pipeline.compiler import Compiler
     crop = Compiler.compile(get_random_crop)
 
-    def draw(heights, widths, scale, ratio, seed, boxes, flips):
+    def draw(heights: np.ndarray, widths: np.ndarray, scale: np.ndarray, ratio: np.ndarray, seed: np.uint32,
+             boxes: np.ndarray, flips: np.ndarray) -> None:
         np.random.seed(seed)
         for n in range(len(heights)):
             top, left, height, width = crop(heights[n], widths[n], scale, ratio)
@@ -92,7 +96,7 @@ class Layout:
         return 3 * self.width
 
     @classmethod
-    def of(cls, samples: BetonSamples, side: int, decode_here: bool) -> "Layout":
+    def of(cls, samples: BetonSamples, side: int, decode_here: bool) -> Layout:
         height, width = int(samples.heights.max()), int(samples.widths.max())
         return cls(side, area_resize.most_taps(np.array([[0, 0, height, width]]), side), width, height,
                    decode_here)
@@ -157,6 +161,7 @@ def gather(samples: BetonSamples, indices: np.ndarray, crops: Crops, seed: int, 
     slot.fit(rows, jpeg_used)
     index, weights, labels = (view.numpy() for view in slot.views(count))
     taps = (2, count, layout.side, layout.taps)
+    # numba's config sets NUMBA_NUM_THREADS from the environment, out of mypy's sight
     numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))  # type: ignore[attr-defined]
     with _PARALLEL:
         _compiled()(samples.data(), samples.modes, samples.heights, samples.widths, samples.ptrs, samples.sizes,
@@ -169,18 +174,18 @@ def gather(samples: BetonSamples, indices: np.ndarray, crops: Crops, seed: int, 
 
 
 @functools.cache
-def _compiled():
-    """The gather, compiled once per process (plain Python where numba's JIT is disabled); its
-    taps without fastmath, so that their floors fall where OpenCV's do."""
+def _compiled() -> Callable[..., None]:
+    """The gather, compiled once a process (Python where numba's JIT is off); taps without fastmath: OpenCV's floors."""
     import numba
     from ffcv.libffcv import imdecode
-
     draw, taps, decode = crop_drawer(), numba.njit(area_resize.axis_taps), numba.njit(nogil=True)(imdecode)
 
     @numba.njit(nogil=True, parallel=True)
-    def batch(data, modes, heights, widths, ptrs, sizes, all_labels, indices, train, seed, scale, ratio,
-              center_ratio, side, width, canvas_rows, decode_here, raw_rows,
-              pixels, jpeg_bytes, jpeg_lengths, index, weights, labels, boxes, flips, failed):
+    def batch(data: Array, modes: Array, heights: Array, widths: Array, ptrs: Array, sizes: Array, all_labels: Array,
+              indices: Array, train: bool, seed: np.uint32, scale: Array, ratio: Array, center_ratio: float, side: int,
+              width: int, canvas_rows: int, decode_here: bool, raw_rows: int, pixels: Array, jpeg_bytes: Array,
+              jpeg_lengths: Array, index: Array, weights: Array, labels: Array, boxes: Array, flips: Array,
+              failed: Array) -> None:
         count = len(indices)
         if train:
             draw(heights[indices], widths[indices], scale, ratio, seed, boxes, flips)

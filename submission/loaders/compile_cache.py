@@ -47,12 +47,24 @@ import sys
 import types
 import uuid
 import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from . import ffcv_threads
+
+if TYPE_CHECKING:       # for the annotations only: numba and FFCV are imported where they run
+    from ctypes import _NamedFuncPointer
+
+    from ffcv.pipeline.compiler import Compiler
+    from numba import types as nb
+    from numba.core import event
+    from numba.core.codegen import JITCPUCodegen
+    from numba.core.compiler import CompileResult
+    from numba.core.cpu import CPUContext
+    from numba.core.typing.templates import Signature
 
 _compiled: dict = {}
 _pinned: list = []          # objects keyed by id(): kept alive so that an id is never reused
@@ -60,7 +72,7 @@ _folder: list[Path] = []    # where compiled code is kept, once install(folder) 
 _loaded = [0]               # functions this process loaded from the folder
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _file_digest(path: str) -> str:
     """sha256 of a file's bytes ("" for a file that cannot be read, e.g. "<string>")."""
     try:
@@ -76,7 +88,7 @@ def _code_key(code: types.CodeType) -> tuple:
             code.co_varnames)
 
 
-def _const_key(const):
+def _const_key(const: object) -> tuple:
     """A constant of code by content, the same in every process (a frozenset's order is not)."""
     if isinstance(const, types.CodeType):
         return _code_key(const)
@@ -87,7 +99,7 @@ def _const_key(const):
     return (type(const).__name__, repr(const))
 
 
-def _value_key(value, by_identity: list):
+def _value_key(value: object, by_identity: list) -> tuple:
     """`value` by content where it can be; any other object by its id, noted in by_identity."""
     from numba.core.dispatcher import Dispatcher
     if isinstance(value, Dispatcher):
@@ -101,14 +113,14 @@ def _value_key(value, by_identity: list):
         return (type(value).__name__, repr(value))
     if isinstance(value, tuple):
         return ("tuple",) + tuple(_value_key(item, by_identity) for item in value)
-    if isinstance(value, type) or type(value).__name__ == "builtin_function_or_method":
+    if isinstance(value, (type, types.BuiltinFunctionType)):
         return ("named", value.__module__, value.__qualname__)     # range, numba's prange
     _pinned.append(value)
     by_identity.append(value)
     return ("object", id(value))
 
 
-def _function_key(function, by_identity: list) -> tuple:
+def _function_key(function: types.FunctionType, by_identity: list) -> tuple:
     cells = tuple(_value_key(cell.cell_contents, by_identity) for cell in function.__closure__ or ())
     return (_code_key(function.__code__), cells, _value_key(function.__defaults__, by_identity),
             repr(getattr(function, "is_parallel", None)))
@@ -127,11 +139,12 @@ def _environment() -> tuple:
     return _versions() + tuple(repr(getattr(config, name)) for name in _NUMBA_SETTINGS)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _versions() -> tuple:
+    from importlib.metadata import version
+
     import llvmlite
     import numba
-    from importlib.metadata import version
     return (sys.version, numba.__version__, llvmlite.__version__, np.__version__, version("ffcv"),
             _file_digest(__file__), _ffcv_digest())
 
@@ -157,15 +170,15 @@ class DiskCache:
     key) is reported as a warning, compiled anew and rewritten; a folder that cannot be
     written is reported and the run goes on."""
 
-    def __init__(self, folder: Path, key: tuple):
+    def __init__(self, folder: Path, key: tuple) -> None:
         self.folder, self.key, self.cache_path = folder, key, str(folder)
 
-    def _entry(self, sig, codegen) -> tuple[Path, tuple]:
+    def _entry(self, sig: Signature, codegen: JITCPUCodegen) -> tuple[Path, tuple]:
         key = (self.key, _environment(), codegen.magic_tuple(), sig)
         name = hashlib.sha256(repr(key[:3] + (str(sig),)).encode()).hexdigest()
         return self.folder / f"{name}.nbc", key
 
-    def load_overload(self, sig, target_context):
+    def load_overload(self, sig: Signature, target_context: CPUContext) -> CompileResult | None:
         from numba.core.compiler import CompileResult
         target_context.refresh()
         path, key = self._entry(sig, target_context.codegen())
@@ -183,7 +196,8 @@ class DiskCache:
                           "compiling instead, and writing it again", RuntimeWarning, stacklevel=2)
             return None
 
-    def save_overload(self, sig, cres) -> None:
+    # cres: numba's CompileResult, whose fields numba makes at run time, out of mypy's sight
+    def save_overload(self, sig: Signature, cres: Any) -> None:
         from numba.core.serialize import dumps
         if cres.lifted or cres.library.has_dynamic_globals:
             return          # code that holds this process's addresses: numba would not cache it
@@ -204,7 +218,7 @@ class DiskCache:
         content, so none goes stale here."""
 
 
-def keep_on_disk(dispatcher, folder: Path) -> bool:
+def keep_on_disk(dispatcher: object, folder: Path) -> bool:
     """Give `dispatcher` a DiskCache in `folder` if its function's key is content alone (else
     False: it compiles in every process). A function made per Loader also gets the key's
     digest in its qualified name, so that two different closures never link under one
@@ -230,27 +244,29 @@ _imdecode: Any = None
 _memcpy: Any = None
 
 
-def resize_crop(source, start_row, end_row, start_col, end_col, destination):
+def resize_crop(source: np.ndarray, start_row: int, end_row: int, start_col: int, end_col: int,
+                destination: np.ndarray) -> None:
     """FFCV's libffcv.resize_crop, calling the C function by name."""
     _resize(0, source.ctypes.data, source.shape[0], source.shape[1], start_row, end_row,
             start_col, end_col, destination.ctypes.data, destination.shape[0], destination.shape[1])
 
 
-def imdecode(source, dst, source_height, source_width, crop_height=None, crop_width=None,
-             offset_x=0, offset_y=0, scale_factor_num=1, scale_factor_denom=1,
-             enable_crop=False, do_flip=False):
+def imdecode(source: np.ndarray, dst: np.ndarray, source_height: int, source_width: int,
+             crop_height: int | None = None, crop_width: int | None = None, offset_x: int = 0, offset_y: int = 0,
+             scale_factor_num: int = 1, scale_factor_denom: int = 1, enable_crop: bool = False,
+             do_flip: bool = False) -> int:
     """FFCV's libffcv.imdecode, calling the C function by name."""
     return _imdecode(source.ctypes.data, source.size, source_height, source_width, dst.ctypes.data,
                      crop_height, crop_width, offset_x, offset_y, scale_factor_num, scale_factor_denom,
                      enable_crop, do_flip)
 
 
-def memcpy(source, dest):
+def memcpy(source: np.ndarray, dest: np.ndarray) -> int:
     """FFCV's libffcv.memcpy, calling the C function by name."""
     return _memcpy(source.ctypes.data, dest.ctypes.data, source.size * source.itemsize)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _register_libffcv() -> dict:
     """Register libffcv's functions with llvmlite under names of this module's own (numba
     writes a ctypes pointer's address into the code, a name it resolves when it loads the
@@ -262,7 +278,7 @@ def _register_libffcv() -> dict:
     from numba import types as nb
     from numba.core.typing.ctypes_utils import make_function_type
 
-    def by_name(name: str, function, signature):
+    def by_name(name: str, function: _NamedFuncPointer, signature: Signature) -> nb.ExternalFunction:
         if make_function_type(function).sig != signature:
             raise RuntimeError(f"FFCV's {function.__name__} is declared {make_function_type(function).sig}, "
                                f"not {signature} as in FFCV 1.0.2: update compile_cache for this FFCV")
@@ -287,7 +303,7 @@ def _typed_dict_on_disk(folder: Path) -> None:
 
 
 @contextlib.contextmanager
-def compilations():
+def compilations() -> Iterator[Counted]:
     """Counts numba's compilations, in any thread, while the block runs (`.count`). No event
     is kept: the event of an attempt that raised holds its traceback, whose frames would keep
     a pipeline's buffers alive."""
@@ -296,15 +312,20 @@ def compilations():
     class Counter(event.Listener):
         count = 0
 
-        def on_start(self, happened):
+        def on_start(self, happened: event.Event) -> None:
             self.count += 1
 
-        def on_end(self, happened):
+        def on_end(self, happened: event.Event) -> None:
             pass
 
     counter = Counter()
     with event.install_listener("numba:compile", counter):
         yield counter
+
+
+class Counted(Protocol):
+    """What compilations() yields: the compilations counted so far."""
+    count: int
 
 
 def on_disk() -> tuple[Path | None, int]:
@@ -326,9 +347,10 @@ def install(folder: Path | None = None) -> None:
         return
     ffcv_compile = Compiler.compile.__func__
 
-    def compile_once(cls, code, signature=None):
+    def compile_once(cls: type[Compiler], code: types.FunctionType, signature: Signature | None = None) -> Callable:
         from numba.core import config
-        if cls.is_enabled and not config.DISABLE_JIT:    # else FFCV runs the Python functions
+        # else FFCV runs the Python functions; numba's config sets DISABLE_JIT from the environment
+        if cls.is_enabled and not config.DISABLE_JIT:  # type: ignore[attr-defined]
             code = _register_libffcv().get(code, code)
         made_per_loader = "<locals>" in getattr(code, "__qualname__", "")
         if not cls.is_enabled or not made_per_loader:
@@ -344,7 +366,8 @@ def install(folder: Path | None = None) -> None:
     Compiler.compile = classmethod(compile_once)
 
 
-def _compiled_lazily(ffcv_compile, cls, code, signature):
+def _compiled_lazily(ffcv_compile: Callable, cls: type[Compiler], code: types.FunctionType,
+                     signature: Signature | None) -> Callable:
     """FFCV's dispatcher for `code`, given its DiskCache before it compiles: FFCV compiles
     a function with a signature at once, so it is made without one, then compiled for it
     as numba's jit decorator does."""

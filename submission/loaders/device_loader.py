@@ -31,9 +31,9 @@ import math
 import time
 import warnings
 from collections import deque
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
@@ -43,7 +43,7 @@ from ..loader_kinds import DEVICE
 from . import area_resize, batch_gather
 from .batch_gather import Crops, Gathered, HostSlot, Layout
 from .epoch_ahead import EpochAhead
-from .protocol import LoaderFigures
+from .protocol import Batch, LoaderFigures
 from .torch_ops import OpCount, count_ops
 
 AHEAD = 2        # batches made ahead of the one the step takes
@@ -159,11 +159,11 @@ class DeviceLoader:
             return math.ceil(count / self.world_size) // self.batch_size
         return math.ceil(len(range(self.rank, count, self.world_size)) / self.batch_size)
 
-    def __iter__(self):
+    def __iter__(self) -> Generator[Batch, None, None]:
         epoch, self.epoch = self.epoch, self.epoch + 1
         return self._batches(epoch)
 
-    def _batches(self, epoch: int):
+    def _batches(self, epoch: int) -> Generator[Batch, None, None]:
         order = self.order(epoch)
         batches = [order[k * self.batch_size:(k + 1) * self.batch_size] for k in range(len(self))]
         ahead = EpochAhead(self, epoch, batches)

@@ -16,9 +16,49 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections.abc import Iterator
+from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 import torch
+
+from .batch_gather import HostSlot
+
+
+class _Gathered(Protocol):
+    """A batch gathered on the host (device_loader.HostBatch)."""
+    @property
+    def slot(self) -> HostSlot: ...
+
+
+Host = TypeVar("Host", bound=_Gathered)
+Batch = tuple[torch.Tensor, torch.Tensor]     # images, labels on the device
+# what the threads hand on: ("host", a gathered batch), ("batch", a Batch, its event), ("end",) or
+# ("error", the exception), each padded with None to three
+Item = tuple[str, Any, torch.cuda.Event | None]
+
+
+class Source(Protocol[Host]):
+    """What an epoch takes of its loader (device_loader.DeviceLoader, which imports this module)."""
+    @property
+    def device(self) -> torch.device: ...
+
+    @property
+    def batches_ahead(self) -> int: ...
+
+    @property
+    def seed(self) -> int: ...
+
+    @property
+    def rank(self) -> int: ...
+
+    def ring(self) -> list[HostSlot]: ...
+
+    def cuda_stream(self) -> torch.cuda.Stream: ...
+
+    def host(self, indices: np.ndarray, seed: int, slot: HostSlot | None = ...) -> Host: ...
+
+    def on_device(self, host: Host) -> Batch: ...
 
 
 def batch_seed(seed: int, rank: int, epoch: int, number: int) -> int:
@@ -26,11 +66,11 @@ def batch_seed(seed: int, rank: int, epoch: int, number: int) -> int:
     return int(np.random.SeedSequence([seed, rank, epoch, number]).generate_state(1)[0])
 
 
-class EpochAhead:
+class EpochAhead(Generic[Host]):
     """The batches `batches` (sample indices) of the loader's epoch `epoch`, `batches_ahead` of
     them made before the step takes them."""
 
-    def __init__(self, loader, epoch: int, batches: list[np.ndarray]):
+    def __init__(self, loader: Source[Host], epoch: int, batches: list[np.ndarray]) -> None:
         self.loader, self.cuda = loader, loader.device.type == "cuda"
         self.stopping = threading.Event()
         self.made: queue.Queue = queue.Queue(maxsize=loader.batches_ahead)
@@ -82,7 +122,7 @@ class EpochAhead:
         except BaseException as exc:  # noqa: BLE001 - handed to the step's thread, which raises it
             self._put(self.made, ("error", exc, None))
 
-    def _put(self, out: queue.Queue, item) -> bool:
+    def _put(self, out: queue.Queue, item: Item) -> bool:
         while not self.stopping.is_set():
             try:
                 out.put(item, timeout=0.1)
@@ -91,7 +131,7 @@ class EpochAhead:
                 pass
         return False
 
-    def _take(self, source: queue.Queue):
+    def _take(self, source: queue.Queue) -> Any:             # an Item, or a free slot and its event
         while not self.stopping.is_set():
             try:
                 return source.get(timeout=0.1)
@@ -99,7 +139,7 @@ class EpochAhead:
                 pass
         return None
 
-    def _get(self):
+    def _get(self) -> Item:
         while True:
             try:
                 return self.made.get(timeout=1.0)
@@ -107,7 +147,7 @@ class EpochAhead:
                 if not any(t.is_alive() for t in self.threads) and self.made.empty():
                     raise RuntimeError("the device loader's threads ended without its batch") from None
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Batch]:
         while True:
             kind, made, event = self._get()
             if kind == "end":
@@ -119,6 +159,7 @@ class EpochAhead:
                 made = self.loader.on_device(host)
                 self.free.put((host.slot, None))
             else:
+                assert event is not None, "a batch made on the device carries its event"
                 stream = torch.cuda.current_stream(self.loader.device)
                 stream.wait_event(event)
                 for tensor in made:

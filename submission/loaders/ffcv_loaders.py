@@ -20,9 +20,14 @@ from __future__ import annotations
 
 import operator
 import queue
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
+
+if TYPE_CHECKING:       # for the annotations only: FFCV is imported where it runs (ffcv_threads.install)
+    import ffcv.loader
+    from ffcv.loader.epoch_iterator import EpochIterator
 
 from ..loader_kinds import FFCV
 from . import compile_cache, ffcv_threads
@@ -78,7 +83,7 @@ def val_loader(path: str, resolution: int, resize: int, batch_size: int, workers
                              pipelines={"image": image_pipeline, "label": label_pipeline}))
 
 
-def finish(batches) -> None:
+def finish(batches: EpochIterator) -> None:
     """Stop an FFCV epoch iterator left before its end, and wait for its thread. After
     close() the thread stops at its next full-queue timeout (0.5 s); a process that exits
     while it is inside a parallel numba kernel aborts ("terminate called without an active
@@ -99,8 +104,8 @@ class FfcvEpoch:
     """One epoch of an FFCV Loader, started when made (FFCV's thread, its buffers); closed or
     dropped, its thread is stopped and waited for (`finish`)."""
 
-    def __init__(self, batches):
-        self.batches = batches          # FFCV's EpochIterator: a thread
+    def __init__(self, batches: EpochIterator) -> None:
+        self.batches = batches          # a thread
 
     def __iter__(self) -> FfcvEpoch:
         return self
@@ -119,8 +124,8 @@ class FfcvLoader:
     """An FFCV Loader as the loaders' protocol (loaders/protocol.py)."""
     kind = FFCV
 
-    def __init__(self, loader):
-        self.loader = loader            # ffcv.loader.Loader
+    def __init__(self, loader: ffcv.loader.Loader) -> None:
+        self.loader = loader
 
     def __len__(self) -> int:
         return len(self.loader)

@@ -32,7 +32,7 @@ def install() -> None:
         return
     import numba
 
-    def numba_threads_only(cls, n):
+    def numba_threads_only(cls: type[Compiler], n: int) -> None:
         cls.num_threads = n if n >= 1 else cpu_count()      # as FFCV's
         numba.set_num_threads(cls.num_threads)
 

@@ -11,7 +11,8 @@ world_size-th image. Each is a loader of the protocol (protocol.py).
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..config import Config
 from ..distributed import Context
@@ -20,11 +21,15 @@ from . import device_loader, ffcv_loaders
 from .device_loader import BatchAugment
 from .protocol import Loader
 
+if TYPE_CHECKING:       # imported where asked for: PIL's transforms, for the torchvision loader
+    from ..methods.randaugment import RandAugment
+    from ..methods.trivialaugment import TrivialAugment
+
 TrainBuilder = Callable[[Config, Context, int, str, int, int, bool], Loader]    # seed, path, rank, world, shard
 EvalBuilder = Callable[[Config, Context, str, int, int, int], Loader]           # path, rank, world, samples
 
 
-def randaugment_of(config: Config):
+def randaugment_of(config: Config) -> RandAugment | None:
     """The configuration's RandAugment (a PIL -> PIL callable), or None without one."""
     if not config.randaugment_depth:
         return None
@@ -32,7 +37,7 @@ def randaugment_of(config: Config):
     return RandAugment(config.randaugment_severity, config.randaugment_depth, config.randaugment_set)
 
 
-def augmentation_of(config: Config):
+def augmentation_of(config: Config) -> RandAugment | TrivialAugment | None:
     """The configuration's per-image augmentation (a PIL -> PIL callable): its TrivialAugment or
     its RandAugment (never both: config refuses them together), or None without either."""
     if config.trivialaugment != "none":

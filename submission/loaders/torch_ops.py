@@ -11,8 +11,8 @@ call that is one operator on the device it stands for (torchvision's decode_jpeg
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 
 @dataclass(frozen=True)

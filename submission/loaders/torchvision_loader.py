@@ -37,7 +37,7 @@ import io
 import os
 import signal
 import threading
-from typing import Callable
+from collections.abc import Callable, Generator, Iterator
 
 import numpy as np
 import torch
@@ -48,7 +48,7 @@ from torchvision import transforms
 
 from ..data.beton_samples import JPEG, BetonSamples
 from ..loader_kinds import TORCHVISION
-from .protocol import Epoch, LoaderFigures
+from .protocol import Batch, Epoch, LoaderFigures
 
 
 class BetonImages(Dataset):
@@ -115,7 +115,7 @@ def leave_stop_signals_to_the_trainer(worker_id: int, trainer: int) -> None:
 
 
 @contextlib.contextmanager
-def _stop_signals_held():
+def _stop_signals_held() -> Iterator[None]:
     """SIGINT and SIGTERM held back from this thread while the DataLoader forks its workers:
     a worker inherits them blocked until its worker_init_fn has chosen how to take them (a
     signal in between killed a worker still starting); this process gets them after."""
@@ -182,7 +182,7 @@ class TrainLoader:
         if isinstance(workers, _MultiProcessingDataLoaderIter):
             workers._shutdown_workers()
 
-    def _batches(self):
+    def _batches(self) -> Generator[Batch, None, None]:
         cuda = self.device.type == "cuda"
         with _stop_signals_held():
             batches = iter(self.loader)

@@ -61,6 +61,6 @@ ALL: tuple[Method, ...] = (
 )
 
 
-def problems(config) -> list[str]:
+def problems(config: object) -> list[str]:
     """What the methods a configuration uses say its settings cannot do together."""
     return [problem for problem in (method.problem_of(config) for method in ALL) if problem]

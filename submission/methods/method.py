@@ -10,8 +10,9 @@ lines, the one call where it acts (step.py or the loader) and its test (docs/lay
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -25,8 +26,9 @@ class Method:
     # what a configuration that uses it cannot do with its other settings (None: nothing)
     problem: Callable[[Any], str | None] | None = None
 
-    def on(self, config) -> bool:
+    # a configuration is a config.Config, which imports the methods: any object with the settings read
+    def on(self, config: object) -> bool:
         return getattr(config, self.setting) != self.off
 
-    def problem_of(self, config) -> str | None:
+    def problem_of(self, config: object) -> str | None:
         return self.problem(config) if self.problem and self.on(config) else None

@@ -31,7 +31,7 @@ either loss, mixing targets equals mixing the two losses with the same targets.
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch

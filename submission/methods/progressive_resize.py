@@ -18,6 +18,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from ..settings import Settings
+
 if TYPE_CHECKING:        # the run plan reads the schedule without torch (run_plan.py)
     import torch
 
@@ -41,7 +43,7 @@ def training_progress(step: int, steps_per_epoch: int, total_steps: int, granula
     return step / total_steps
 
 
-def side_at(step: int, steps_per_epoch: int, total_steps: int, config,
+def side_at(step: int, steps_per_epoch: int, total_steps: int, config: Settings,
             full_side: int | None = None) -> int:
     """Training side at `step` under the resolved configuration's resize schedule, for
     batches that come to it at `full_side` (default train_resolution; Hot's ColOut crops

@@ -18,10 +18,12 @@ batched version (randaugment_batch.py) draws the same values and is tested again
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
+from typing import Protocol
 
 import numpy as np
+import numpy.typing as npt
 from PIL import Image, ImageEnhance, ImageOps
 
 from .declarations.randaugment import RandAugmentSet
@@ -32,23 +34,33 @@ AFFINE = Image.Transform.AFFINE
 
 # ---- the draws (Composer's, P:L87-104): from `random`, numpy's global generator (one value,
 # size None) or a numpy Generator (`size` values at once, the device version's batches) ----
-def _level(severity: float, random, size=None):
+Values = float | np.ndarray      # a draw: one value (size None) or `size` values
+
+
+class Random(Protocol):
+    """Where draws come from: numpy's global generator (the np.random module) or a Generator."""
+    def uniform(self, low: float = ..., high: float = ..., size: int | None = ...) -> Values: ...
+
+    def choice(self, a: int, size: int | None = ...) -> int | npt.NDArray[np.int64]: ...
+
+
+def _level(severity: float, random: Random, size: int | None = None) -> Values:
     return random.uniform(0.1, severity, size)
 
 
-def _int_level(severity: float, maxval: float, random, size=None):
+def _int_level(severity: float, maxval: float, random: Random, size: int | None = None) -> Values:
     return np.trunc(_level(severity, random, size) * maxval / 10).astype(np.int64)
 
 
-def _float_level(severity: float, maxval: float, random, size=None):
+def _float_level(severity: float, maxval: float, random: Random, size: int | None = None) -> Values:
     return _level(severity, random, size) * maxval / 10.0
 
 
-def _signed(value, random, size=None):
+def _signed(value: Values, random: Random, size: int | None = None) -> Values:
     return np.where(random.uniform(0.0, 1.0, size) > 0.5, -value, value)
 
 
-def _factor(severity: float, random=np.random, size=None):
+def _factor(severity: float, random: Random = np.random, size: int | None = None) -> Values:
     """An enhancement factor around 1 (1 = unchanged): U(1, s) or U(1 - 0.09 s, 1), each with
     probability 1/2 (P:L92-104)."""
     if size is None:        # Composer's draws, one by one
@@ -59,22 +71,22 @@ def _factor(severity: float, random=np.random, size=None):
     return np.where(above, 1 + within * (severity - 1), 1 - 0.09 * severity * (1 - within))
 
 
-def _brightness_factor(severity: float, random, size=None):
+def _brightness_factor(severity: float, random: Random, size: int | None = None) -> Values:
     factor = _factor(severity, random, size)
     return np.where(factor > 1, factor * 0.75, factor)            # P:L298-311
 
 
-def _original_factor(severity: float, random, size=None):
+def _original_factor(severity: float, random: Random, size: int | None = None) -> Values:
     """The ImageNet-C style enhancement: 0.1 + U(0.1, s) x 1.8 / 10 (P:L254-355)."""
     return _float_level(severity, 1.8, random, size) + 0.1
 
 
-def _translation(severity: float, random, size=None):
+def _translation(severity: float, random: Random, size: int | None = None) -> Values:
     """A signed level: the pixels are int(level x side / 3 / 10), from the image's side."""
     return _signed(_level(severity, random, size), random, size)
 
 
-def translation_pixels(level, side: int):
+def translation_pixels(level: Values, side: int) -> Values:
     """Composer's translate: int(U(0.1, s) x (side / 3) / 10), with the level's sign."""
     return np.sign(level) * np.trunc(np.abs(level) * (side / 3) / 10)
 
@@ -92,11 +104,11 @@ class Operation:
         return self.apply(img, self.draw(severity, np.random) if self.draw is not None else None)
 
 
-def _affine(img: Image.Image, matrix) -> Image.Image:
+def _affine(img: Image.Image, matrix: tuple[Values, ...]) -> Image.Image:
     return img.transform(img.size, AFFINE, tuple(float(v) for v in matrix), resample=BILINEAR)
 
 
-def _enhance(enhancement) -> Callable:
+def _enhance(enhancement: Callable[[Image.Image], ImageEnhance._Enhance]) -> Callable:
     return lambda img, factor: enhancement(img).enhance(float(factor))
 
 

@@ -17,15 +17,19 @@ tests/methods/test_randaugment_batch.py holds each against PIL with a tolerance 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from numpy.typing import ArrayLike
 from torchvision.transforms.v2 import functional as tvf
 
 from .declarations.randaugment import RandAugmentSet
-from .randaugment import AUGMENTATION_SETS, translation_pixels
+from .randaugment import AUGMENTATION_SETS, Operation, translation_pixels
 
+# a kind's batched function: (uint8 images (m, 3, H, W), the value of each (m,)) -> uint8 images
+Kind = Callable[[torch.Tensor, np.ndarray], torch.Tensor]
 GREY = (19595, 38470, 7471)          # PIL's RGB -> L weights, in 1/65536 (Convert.c, L24)
 ROUND_OFF = 1e-9
 
@@ -37,7 +41,7 @@ def draw(count: int, severity: float, depth: int, augmentation_set: RandAugmentS
     return draw_operations(count, AUGMENTATION_SETS[augmentation_set], severity, depth, random)
 
 
-def draw_operations(count: int, operations: list, severity: float, depth: int,
+def draw_operations(count: int, operations: list[Operation], severity: float, depth: int,
                     random: np.random.Generator) -> list[tuple[np.ndarray, np.ndarray]]:
     """`draw` over any list of randaugment.Operation (trivialaugment_batch.py's sets too)."""
     steps = []
@@ -59,7 +63,7 @@ def apply(images: torch.Tensor, steps: list[tuple[np.ndarray, np.ndarray]],
 
 
 def apply_operations(images: torch.Tensor, steps: list[tuple[np.ndarray, np.ndarray]],
-                     operations: list, kinds: dict | None = None) -> torch.Tensor:
+                     operations: list[Operation], kinds: dict[str, Kind] | None = None) -> torch.Tensor:
     """`apply` over any list of operations, each run by its kind's batched function in
     `kinds` (these KINDS unless given)."""
     kinds = KINDS if kinds is None else kinds
@@ -82,11 +86,11 @@ def randaugment(images: torch.Tensor, severity: float, depth: int, augmentation_
 
 
 # ---- the kinds: (uint8 images (m, 3, H, W), values (m,) numpy) -> uint8 images -------------
-def _per_image(values, images: torch.Tensor, dtype=torch.float32) -> torch.Tensor:
+def _per_image(values: np.ndarray, images: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     return torch.as_tensor(np.asarray(values), dtype=dtype, device=images.device).view(-1, 1, 1, 1)
 
 
-def autocontrast(images: torch.Tensor, _) -> torch.Tensor:
+def autocontrast(images: torch.Tensor, _: np.ndarray) -> torch.Tensor:
     """Each channel stretched to 0-255: int(i x scale + offset), in float64 (ImageOps)."""
     low = images.amin(dim=(-2, -1), keepdim=True).double()
     high = images.amax(dim=(-2, -1), keepdim=True).double()
@@ -98,18 +102,18 @@ def autocontrast(images: torch.Tensor, _) -> torch.Tensor:
     return (images.double() * scale + offset).clamp(0, 255).to(torch.uint8)
 
 
-def equalize(images: torch.Tensor, _) -> torch.Tensor:
+def equalize(images: torch.Tensor, _: np.ndarray) -> torch.Tensor:
     # torchvision returns an empty batch at once; one blank image more keeps its operations
     # the same whether or not an image drew it
     return tvf.equalize(torch.cat((images, images.new_zeros((1, *images.shape[1:])))))[:-1]
 
 
-def posterize(images: torch.Tensor, bits) -> torch.Tensor:
+def posterize(images: torch.Tensor, bits: np.ndarray) -> torch.Tensor:
     masks = (0xFF << (8 - np.asarray(bits, np.int64))) & 0xFF
     return images & _per_image(masks, images, torch.uint8)
 
 
-def solarize(images: torch.Tensor, thresholds) -> torch.Tensor:
+def solarize(images: torch.Tensor, thresholds: np.ndarray) -> torch.Tensor:
     # PIL solarizes the levels at or above the threshold (ImageOps.solarize: i < threshold
     # stays); a threshold between two levels starts at the next whole one
     return torch.where(images >= _per_image(np.ceil(thresholds), images, torch.int16), 255 - images, images)
@@ -135,7 +139,7 @@ def _warp(images: torch.Tensor, matrices: np.ndarray) -> torch.Tensor:
     return torch.where(inside.unsqueeze(1), sampled + ROUND_OFF, 0.0).clamp_(0, 255).to(torch.uint8)
 
 
-def rotation_matrices(degrees, height: int, width: int) -> np.ndarray:
+def rotation_matrices(degrees: np.ndarray, height: int, width: int) -> np.ndarray:
     """PIL's Image.rotate(degrees) matrices about the centre (w / 2, h / 2), counter-clockwise:
     the angle taken modulo 360, then its cosine and sine rounded to 15 places (Image.py)."""
     matrices = []
@@ -149,12 +153,12 @@ def rotation_matrices(degrees, height: int, width: int) -> np.ndarray:
     return np.array(matrices).reshape(-1, 6)
 
 
-def rotate(images: torch.Tensor, degrees) -> torch.Tensor:
+def rotate(images: torch.Tensor, degrees: np.ndarray) -> torch.Tensor:
     """PIL's Image.rotate(degrees) about the centre (w / 2, h / 2), counter-clockwise."""
     return _warp(images, rotation_matrices(degrees, *images.shape[-2:]))
 
 
-def affine_matrices(count: int, **entries) -> np.ndarray:
+def affine_matrices(count: int, **entries: ArrayLike) -> np.ndarray:
     """Identity affine matrices (a, b, c, d, e, f) with the named entries set per image."""
     matrices = np.tile(np.array([1.0, 0, 0, 0, 1, 0]), (count, 1))
     for name, values in entries.items():
@@ -162,19 +166,19 @@ def affine_matrices(count: int, **entries) -> np.ndarray:
     return matrices
 
 
-def shear_x(images: torch.Tensor, shears) -> torch.Tensor:
+def shear_x(images: torch.Tensor, shears: np.ndarray) -> torch.Tensor:
     return _warp(images, affine_matrices(len(images), b=shears))
 
 
-def shear_y(images: torch.Tensor, shears) -> torch.Tensor:
+def shear_y(images: torch.Tensor, shears: np.ndarray) -> torch.Tensor:
     return _warp(images, affine_matrices(len(images), d=shears))
 
 
-def translate_x(images: torch.Tensor, levels) -> torch.Tensor:
+def translate_x(images: torch.Tensor, levels: np.ndarray) -> torch.Tensor:
     return _warp(images, affine_matrices(len(images), c=translation_pixels(np.asarray(levels), images.shape[-1])))
 
 
-def translate_y(images: torch.Tensor, levels) -> torch.Tensor:
+def translate_y(images: torch.Tensor, levels: np.ndarray) -> torch.Tensor:
     return _warp(images, affine_matrices(len(images), f=translation_pixels(np.asarray(levels), images.shape[-2])))
 
 
@@ -184,30 +188,30 @@ def _grey(images: torch.Tensor) -> torch.Tensor:
     return ((images.to(torch.int32) * weights).sum(dim=1, keepdim=True) + 32768) >> 16
 
 
-def _blend(degenerate: torch.Tensor, images: torch.Tensor, factors) -> torch.Tensor:
+def _blend(degenerate: torch.Tensor, images: torch.Tensor, factors: np.ndarray) -> torch.Tensor:
     """PIL's Image.blend(degenerate, image, factor), in float32, truncated (Blend.c)."""
     factor = _per_image(factors, images)
     degenerate = degenerate.float()
     return (degenerate + factor * (images.float() - degenerate)).clamp_(0, 255).to(torch.uint8)
 
 
-def color(images: torch.Tensor, factors) -> torch.Tensor:
+def color(images: torch.Tensor, factors: np.ndarray) -> torch.Tensor:
     return _blend(_grey(images), images, factors)
 
 
-def contrast(images: torch.Tensor, factors) -> torch.Tensor:
+def contrast(images: torch.Tensor, factors: np.ndarray) -> torch.Tensor:
     mean = _grey(images).double().mean(dim=(-3, -2, -1), keepdim=True)
     return _blend(torch.floor(mean + 0.5), images, factors)
 
 
-def brightness(images: torch.Tensor, factors) -> torch.Tensor:
+def brightness(images: torch.Tensor, factors: np.ndarray) -> torch.Tensor:
     return _blend(torch.zeros_like(images), images, factors)
 
 
 SMOOTH = (1.0, 1.0, 1.0, 1.0, 5.0, 1.0, 1.0, 1.0, 1.0)      # ImageFilter.SMOOTH, over 13
 
 
-def sharpness(images: torch.Tensor, factors) -> torch.Tensor:
+def sharpness(images: torch.Tensor, factors: np.ndarray) -> torch.Tensor:
     """Blend with PIL's SMOOTH filter of the image; the filter leaves the edge pixels as
     they are (Filter.c), so they keep their value."""
     kernel = torch.tensor(SMOOTH, device=images.device).view(1, 1, 3, 3).repeat(3, 1, 1, 1) / 13
@@ -217,7 +221,7 @@ def sharpness(images: torch.Tensor, factors) -> torch.Tensor:
     return _blend(degenerate, images, factors)
 
 
-KINDS = {"autocontrast": autocontrast, "equalize": equalize, "posterize": posterize, "rotate": rotate,
+KINDS: dict[str, Kind] = {"autocontrast": autocontrast, "equalize": equalize, "posterize": posterize, "rotate": rotate,
          "solarize": solarize, "shear_x": shear_x, "shear_y": shear_y, "translate_x": translate_x,
          "translate_y": translate_y, "color": color, "contrast": contrast, "brightness": brightness,
          "sharpness": sharpness}

@@ -52,7 +52,8 @@ loss:`), so a loss of exactly 0 also skipped the update.
 from __future__ import annotations
 
 import contextlib
-from typing import Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -75,7 +76,7 @@ class SAM:
         self.steps = 0                     # calls of step() so far (Composer's global_step)
 
     @property
-    def param_groups(self):
+    def param_groups(self) -> list[dict[str, Any]]:
         return self.base.param_groups
 
     def params(self) -> list[torch.Tensor]:
@@ -110,7 +111,7 @@ class SAM:
             self.steps += 1
 
     @torch.no_grad()
-    def _sam_step(self, closure, scaler) -> torch.Tensor:
+    def _sam_step(self, closure: Callable[[bool], torch.Tensor], scaler: torch.amp.GradScaler | None) -> torch.Tensor:
         self.zero_grad()
         with torch.enable_grad():
             loss = closure(False)                          # per-rank gradient at w

@@ -12,19 +12,22 @@ decay is skipped on the device as well when the flag is set, as the step is.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
 import torch
 
 
 class DecoupledSGDW(torch.optim.SGD):
-    def __init__(self, params, lr: float, momentum: float, weight_decay: float,
+    def __init__(self, params: Iterable[torch.nn.Parameter], lr: float, momentum: float, weight_decay: float,
                  fused: bool = False):
         super().__init__(params, lr=lr, momentum=momentum, weight_decay=0.0, fused=fused or None)
         for group in self.param_groups:
             group["decoupled_weight_decay"] = weight_decay
             group["initial_lr"] = lr
 
+    # torch's Optimizer declares step as two overloads (closure or none); SGD's, untyped, is one
     @torch.no_grad()
-    def step(self, closure=None):
+    def step(self, closure: Callable[[], float] | None = None) -> float | None:  # type: ignore[override]
         # set by GradScaler.step on a fused optimizer: 1.0 where the scaled gradients overflowed
         found_inf = getattr(self, "found_inf", None)
         for group in self.param_groups:

@@ -114,7 +114,7 @@ def _bottlenecks(model: nn.Module, kind: type) -> list[tuple[nn.Module, str, nn.
 def apply_stochastic_depth(model: nn.Module, drop_rate: float = 0.1, method: StochasticDepthMethod = "sample",
                            distribution: StochasticDepthDistribution = "linear") -> nn.Module:
     """Replace every Bottleneck of `model` in place; returns the model."""
-    from torchvision.models.resnet import Bottleneck    # torchvision takes seconds to import
+    from torchvision.models.resnet import Bottleneck  # torchvision takes seconds to import
     blocks = _bottlenecks(model, Bottleneck)
     for (parent, name, block), rate in zip(blocks, block_drop_rates(len(blocks), drop_rate,
                                                                      distribution)):

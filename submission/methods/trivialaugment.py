@@ -27,6 +27,7 @@ trivialaugment_batch.py: the same draws, per image, tested against these.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import get_args
 
 import numpy as np
@@ -36,7 +37,7 @@ from torchvision.transforms import InterpolationMode
 from torchvision.transforms import functional as F
 
 from .declarations.trivialaugment import TrivialAugmentSpace
-from .randaugment import AUGMENTATION_SETS, Operation, _signed, randaugment_image
+from .randaugment import AUGMENTATION_SETS, Operation, Random, Values, _signed, randaugment_image
 
 SPACES = tuple(space for space in get_args(TrivialAugmentSpace) if space != "none")   # wide, composer
 BINS = 31                       # TV:L397 num_magnitude_bins
@@ -49,17 +50,21 @@ def _magnitudes(low: float, high: float) -> np.ndarray:
     return np.array(torch.linspace(low, high, BINS).tolist())
 
 
-def _bin(magnitudes: np.ndarray, random, size=None):
+def _bin(magnitudes: np.ndarray, random: Random, size: int | None = None) -> Values:
     return magnitudes[random.choice(BINS, size)]
 
 
-def _signed_bin(magnitudes: np.ndarray):
-    return lambda _severity, random, size=None: _signed(_bin(magnitudes, random, size), random, size)
+def _signed_bin(magnitudes: np.ndarray) -> Callable[[float, Random, int | None], Values]:
+    def signed(_severity: float, random: Random, size: int | None = None) -> Values:
+        return _signed(_bin(magnitudes, random, size), random, size)
+    return signed
 
 
-def _factor_bin(magnitudes: np.ndarray):
+def _factor_bin(magnitudes: np.ndarray) -> Callable[[float, Random, int | None], Values]:
     """1 + a signed magnitude: the enhancement factor TV applies (TV:L68-75)."""
-    return lambda _severity, random, size=None: 1.0 + _signed(_bin(magnitudes, random, size), random, size)
+    def factor(_severity: float, random: Random, size: int | None = None) -> Values:
+        return 1.0 + _signed(_bin(magnitudes, random, size), random, size)
+    return factor
 
 
 def _shear(img: Image.Image, degrees_x: float, degrees_y: float) -> Image.Image:
@@ -79,7 +84,7 @@ POSTERIZE = (8 - torch.round(torch.arange(BINS) / ((BINS - 1) / 6)).int()).numpy
 SOLARIZE = _magnitudes(255.0, 0.0)
 
 
-def _pixels(severity, random, size=None):
+def _pixels(severity: float, random: Random, size: int | None = None) -> Values:
     """TV translates by int(magnitude) px, the sign applied first (TV:L50): truncated towards 0."""
     return np.trunc(_signed_bin(TRANSLATE)(severity, random, size))
 

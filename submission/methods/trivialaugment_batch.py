@@ -18,6 +18,7 @@ import math
 
 import numpy as np
 import torch
+from numpy.typing import ArrayLike
 
 from . import randaugment_batch
 from .randaugment_batch import affine_matrices, rotation_matrices
@@ -43,11 +44,11 @@ def trivialaugment(images: torch.Tensor, space: str, random: np.random.Generator
 
 
 # ---- the new kinds: (uint8 images (m, 3, H, W), values (m,) numpy) -> uint8 images ---------
-def identity(images: torch.Tensor, _) -> torch.Tensor:
+def identity(images: torch.Tensor, _: np.ndarray) -> torch.Tensor:
     return images
 
 
-def _fixed(values) -> np.ndarray:
+def _fixed(values: ArrayLike) -> np.ndarray:
     """PIL's FIX(v): floor(v x 65536 + 0.5), a 16.16 fixed-point number."""
     return np.floor(np.asarray(values, np.float64) * FIXED_ONE + 0.5).astype(np.int64)
 
@@ -62,7 +63,7 @@ def _warp_nearest(images: torch.Tensor, matrices: np.ndarray) -> torch.Tensor:
     a, b, c, d, e, f = np.asarray(matrices, np.float64).reshape(count, 6).T
     device = images.device
 
-    def per_image(values):
+    def per_image(values: np.ndarray) -> torch.Tensor:
         return torch.as_tensor(values, device=device).view(count, 1, 1)
 
     y = torch.arange(height, dtype=torch.int64, device=device).view(1, height, 1)
@@ -78,29 +79,29 @@ def _warp_nearest(images: torch.Tensor, matrices: np.ndarray) -> torch.Tensor:
     return torch.where(inside.unsqueeze(1), taken, torch.zeros_like(taken))
 
 
-def shear_x_nearest(images: torch.Tensor, shears) -> torch.Tensor:
+def shear_x_nearest(images: torch.Tensor, shears: np.ndarray) -> torch.Tensor:
     """torchvision's affine with shear atan(m) in degrees about (0, 0): the matrix
     (1, tan(sx), 0, 0, 1, 0) of its _get_inverse_affine_matrix, sx back in radians."""
     tangents = [math.tan(math.radians(math.degrees(math.atan(m)))) for m in np.asarray(shears, np.float64)]
     return _warp_nearest(images, affine_matrices(len(images), b=tangents))
 
 
-def shear_y_nearest(images: torch.Tensor, shears) -> torch.Tensor:
+def shear_y_nearest(images: torch.Tensor, shears: np.ndarray) -> torch.Tensor:
     """As shear_x_nearest, in y: (1, 0, 0, sin(sy) / cos(sy), 1, 0) (its _get_inverse_affine_matrix)."""
     radians = [math.radians(math.degrees(math.atan(m))) for m in np.asarray(shears, np.float64)]
     return _warp_nearest(images, affine_matrices(len(images), d=[math.sin(r) / math.cos(r) for r in radians]))
 
 
-def translate_x_pixels(images: torch.Tensor, pixels) -> torch.Tensor:
+def translate_x_pixels(images: torch.Tensor, pixels: np.ndarray) -> torch.Tensor:
     """torchvision's affine translation by whole pixels: the image moves right for positive ones."""
     return _warp_nearest(images, affine_matrices(len(images), c=-np.asarray(pixels, np.float64)))
 
 
-def translate_y_pixels(images: torch.Tensor, pixels) -> torch.Tensor:
+def translate_y_pixels(images: torch.Tensor, pixels: np.ndarray) -> torch.Tensor:
     return _warp_nearest(images, affine_matrices(len(images), f=-np.asarray(pixels, np.float64)))
 
 
-def rotate_nearest(images: torch.Tensor, degrees) -> torch.Tensor:
+def rotate_nearest(images: torch.Tensor, degrees: np.ndarray) -> torch.Tensor:
     """PIL's Image.rotate(degrees, NEAREST), with its shortcuts (Image.py): an angle of 0 modulo
     360 copies, 180 flips both ways, 90 and 270 transpose a square image; others warp. Each
     shortcut runs whether or not an image takes it (the same operations whatever the draws)."""
@@ -114,6 +115,7 @@ def rotate_nearest(images: torch.Tensor, degrees) -> torch.Tensor:
     return out
 
 
-KINDS = {**randaugment_batch.KINDS, "identity": identity, "shear_x_nearest": shear_x_nearest,
-         "shear_y_nearest": shear_y_nearest, "translate_x_pixels": translate_x_pixels,
-         "translate_y_pixels": translate_y_pixels, "rotate_nearest": rotate_nearest}
+KINDS: dict[str, randaugment_batch.Kind] = {
+    **randaugment_batch.KINDS, "identity": identity, "shear_x_nearest": shear_x_nearest,
+    "shear_y_nearest": shear_y_nearest, "translate_x_pixels": translate_x_pixels,
+    "translate_y_pixels": translate_y_pixels, "rotate_nearest": rotate_nearest}

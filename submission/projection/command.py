@@ -2,10 +2,10 @@
 [dp_efficiency=F] [key=value ...]`: the projection printed."""
 from __future__ import annotations
 
-from ..config import parse_overrides
-from ..preflight import resolve_here
-from ..options import ProjectOptions
 from ..bench_profile import ProfileError, eager_beside, read
+from ..config import parse_overrides
+from ..options import ProjectOptions
+from ..preflight import resolve_here
 from ..run_plan import RunPlan
 from .estimate import project
 from .hints import BENCH_HINT, loader_remedy

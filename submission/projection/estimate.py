@@ -3,8 +3,8 @@ over the run's schedule, and what is said of them."""
 from __future__ import annotations
 
 from .. import published
-from ..config import Config
 from ..bench_profile import BenchProfile
+from ..config import Config
 from ..run_plan import RunPlan
 from . import schedule, text
 from .rates import dp_efficiency_of, rates

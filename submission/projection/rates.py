@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import inventory
-from ..config import Config, ConfigError
 from ..bench_profile import BenchProfile, FedStep, Loader, ProfileError
+from ..config import Config, ConfigError
 from ..loader_kinds import kind_of
 from ..run_plan import RunPlan
 from .hints import BENCH_HINT, loader_remedy

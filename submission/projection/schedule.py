@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 
+from ..bench_profile import BenchProfile
 from ..config import Config
 from ..data.sources import PUBLISHED_SPLIT_SIZES
-from ..bench_profile import BenchProfile
 from ..run_plan import RunPlan
 from .rates import Rates
 from .result import EPOCH_STARTS, EVALUATION, SET_UP, TRAINING, Part, minutes

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 
 from .. import inventory, published
-from ..config import Config
 from ..bench_profile import RATE_SETTINGS, BenchProfile
+from ..config import Config
 from ..loader_kinds import kind_of
 from ..run_plan import RunPlan
 from .rates import Rates, compiled_rates, sam_passes

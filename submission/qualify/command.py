@@ -16,20 +16,23 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import TextIO
 
 from .. import score
+from ..bench_profile import BenchProfile
+from ..bench_profile import read as read_profile
 from ..config import REPO_ROOT, ConfigError, parse_overrides
-from ..preflight import resolve_here
-from ..options import QualifyOptions
+from ..data.data_json import PreparedData
 from ..data.prepare import cache_folder
 from ..data.synthetic_images import write_folder
-from ..bench_profile import read as read_profile
+from ..energy import Energy
+from ..methods.declarations.ema import smoothing_per_update
+from ..options import QualifyOptions
+from ..preflight import resolve_here
+from ..progress import evaluations, read_progress, windows
 from ..report import steadiness
 from ..results import read_campaign, results_root
 from ..run_folder import CampaignFolder
-from ..progress import evaluations, read_progress, windows
-from ..methods.declarations.ema import smoothing_per_update
-from ..data.data_json import PreparedData
 from ..stop_signals import FirstSignal, first_signal_interrupts
 from . import plan as planned
 from . import record
@@ -135,7 +138,7 @@ class Qualify:
         return ["bench", *_words(settings), "quick=true", f"steps={self.scale.steps}", "rounds=1",
                 f"json={self.scratch / 'profiles' / (part.key + '.json')}"]
 
-    def run_part(self, part: planned.Part, log) -> record.PartOutcome:
+    def run_part(self, part: planned.Part, log: TextIO) -> record.PartOutcome:
         argv = self.argv(part)
         command = "python -m submission " + " ".join(argv)
         estimate = self.estimates.of(part)
@@ -162,7 +165,8 @@ class Qualify:
         self.say(f"{part.name}: {outcome.status} in {seconds:.0f} s" + (f" ({outcome.note})" if outcome.note else ""))
         return outcome
 
-    def judge(self, part, command, estimate, seconds, rc, stopped) -> record.PartOutcome:
+    def judge(self, part: planned.Part, command: str, estimate: float, seconds: float, rc: int,
+              stopped: bool) -> record.PartOutcome:
         if part.verb == "run":
             folders = [d for d in (self.scratch / "campaign").glob("*/") if CampaignFolder(d).result_files()]
             finished = folders and len(CampaignFolder(folders[0]).result_files()) == int(self.scale.campaign["runs"])
@@ -182,7 +186,7 @@ class Qualify:
         return record.PartOutcome(part.name, command, record.FAILED, estimate, seconds,
                                   f"exit code {rc}: qualify.log says why")
 
-    def run_parts(self, log, stop: FirstSignal) -> None:
+    def run_parts(self, log: TextIO, stop: FirstSignal) -> None:
         """Every part of the plan in turn; a stop signal stops the part running (INTERRUPTED)
         and the parts after it are not run."""
         for part in planned.parts(self.device_type, self.recipes):
@@ -294,10 +298,11 @@ class Qualify:
                 f"{own.ema_half_life_batches:g}, every {own.ema_update_every_batches}, made for its full run, "
                 f"would hold {kept(own.ema_half_life_batches, own.ema_update_every_batches):.0%}).")
 
-    def energy_check(self, run: str, used) -> str:
+    def energy_check(self, run: str, used: Energy) -> str:
         """The run's joules against idle power x time and the power limit x time."""
         if not used.measured:
             return f"not measured ({used.not_measured})"
+        assert used.joules is not None          # measured
         mild = self.measured.get(self.recipes[0])
         power = read_profile(mild).power if mild else None
         idle = getattr(power, "idle_watts", None) if power else None
@@ -327,7 +332,7 @@ class Qualify:
         return record.write(self.out, q), q
 
 
-def loader_figures(profile) -> list[record.LoaderFigures]:
+def loader_figures(profile: BenchProfile) -> list[record.LoaderFigures]:
     """The profile's loaders: the run's, then the one measured beside it."""
     measured = [(profile.loader, profile.fed_step_by_side, profile.eval_img_per_s)]
     if profile.loader_beside is not None:
@@ -352,7 +357,7 @@ def _kj(joules: float | None) -> str:
     return "?" if joules is None else f"{joules / 1000:.3g}"
 
 
-def run_until(argv: list[str], log, deadline: float) -> tuple[int, bool]:
+def run_until(argv: list[str], log: TextIO, deadline: float) -> tuple[int, bool]:
     """`python -m submission ARGV` with its output to the console (indented) and `log`;
     stopped (SIGTERM to its process group, SIGKILL after STOP_GRACE_S) at `deadline`.
     Returns (exit code, whether it was stopped)."""

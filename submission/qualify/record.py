@@ -163,7 +163,7 @@ class Qualification:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Qualification":
+    def from_dict(cls, data: dict[str, Any]) -> Qualification:
         return record_from_dict(cls, data, strict=True)
 
 

@@ -21,6 +21,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
 
 from ..progress import read_progress, windows
 from ..results import RULESET, Summary, read_campaign
@@ -88,7 +89,7 @@ def text_only_note(system_dir: Path) -> str | None:
             f"{'it' if len(missing) == 1 else 'them'}.")
 
 
-def _save(fig, path: Path) -> Path:
+def _save(fig: Figure, path: Path) -> Path:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -154,7 +154,7 @@ def markdown(system_dir: Path) -> list[str]:
     if not any(r.windows for r in runs):
         return ["No progress records (`progress/run_<i>.jsonl`) with windows: nothing to check."]
 
-    def ratio(value, fmt="{:.2f}x") -> str:
+    def ratio(value: float | None, fmt: str = "{:.2f}x") -> str:
         return "—" if value is None else fmt.format(value)
 
     lines = [f"Each progress window without an evaluation or a side change in it (and every run's "

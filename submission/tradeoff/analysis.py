@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, TypeVar
 
 from ..jsonfile import record_from_dict
 
@@ -40,14 +41,18 @@ def _check_number(what: str, value: Any, positive: bool) -> None:
                          "finite number")
 
 
+Recorded = TypeVar("Recorded", bound="_Record")
+
+
+@dataclass(frozen=True)
 class _Record:
     """to_dict / from_dict of the frozen dataclasses below (written as JSON and read back)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)     # type: ignore[call-overload]  # each subclass is a dataclass
+        return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]):
+    def from_dict(cls: type[Recorded], data: dict[str, Any]) -> Recorded:
         return record_from_dict(cls, data, strict=True)
 
 
@@ -236,7 +241,7 @@ def x_value(point: CurvePoint, by: str) -> float:
     return point.cost_mean
 
 
-def _cheaper_first(by: str):
+def _cheaper_first(by: str) -> Callable[[CurvePoint], tuple[float, float, str, float]]:
     """Sort key: least x first, then the higher top-1, then by name for a stable order."""
     return lambda p: (x_value(p, by), -p.top1_mean, p.configuration, p.budget)
 

@@ -19,12 +19,11 @@ configuration's other budgets per unit of budget), each with the command that re
 from __future__ import annotations
 
 import fcntl
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import time
-
-from .. import system_descriptor, published, runs, said
+from .. import published, runs, said, system_descriptor
 from ..config import Config, in_repository, parse_overrides
 from ..costs import usd
 from ..errors import ConfigError
@@ -35,7 +34,7 @@ from ..system_descriptor import SystemDescriptor
 from ..system_json import fill_from_host
 from . import grid_report
 from . import points as grid_points
-from .grid import Grid, load_grid
+from .grid import Grid, GridPoint, load_grid
 from .grid_progress import GridProgress
 
 if TYPE_CHECKING:       # read only with profile= (it imports the projection)
@@ -116,11 +115,12 @@ def _refuse_options(grid: Grid, first: Config, options: TradeoffOptions,
     if first.dataset != "imagenet":
         raise ConfigError(f"profile={options.profile}: projections to the systems are of ImageNet "
                           f"points; grid {grid.name} runs on {first.dataset} (data_dir= an ImageNet folder)")
-    from .projected_points import inputs_of       # a wrong file is said now, not after the points trained
+    from .projected_points import inputs_of  # a wrong file is said now, not after the points trained
     return inputs_of(options, by_recipe)
 
 
-def run_points(grid: Grid, chosen, configs: dict[int, Config], folder: Path, count: int, redo: bool) -> None:
+def run_points(grid: Grid, chosen: list[GridPoint], configs: dict[int, Config], folder: Path, count: int,
+               redo: bool) -> None:
     """Each chosen point in turn (its old run set aside first with redo), a progress line after
     each when there are several."""
     progress = GridProgress(chosen)
@@ -135,7 +135,7 @@ def run_points(grid: Grid, chosen, configs: dict[int, Config], folder: Path, cou
             print(progress.line(), flush=True)
 
 
-def _refuse_busy(grid: Grid, chosen, folder: Path) -> None:
+def _refuse_busy(grid: Grid, chosen: list[GridPoint], folder: Path) -> None:
     """Refuse, before anything is written, a command whose points another process is running."""
     for point in chosen:
         holder = runs.lock_holder(grid_points.point_folder(folder, point).path)
@@ -155,7 +155,7 @@ def _default_grid(given: dict[str, str]) -> str:
     return "embedded"
 
 
-def _chosen(points, point: int | None):
+def _chosen(points: list[GridPoint], point: int | None) -> list[GridPoint]:
     if point is None:
         return points
     if point >= len(points):
@@ -163,7 +163,7 @@ def _chosen(points, point: int | None):
     return [points[point]]
 
 
-def listing(grid: Grid, points, folder: Path, words: list[str]) -> str:
+def listing(grid: Grid, points: list[GridPoint], folder: Path, words: list[str]) -> str:
     lines = [f"grid {grid.name} ({grid.source}): {len(points)} points, results in {folder}", "",
              "| point | configuration | budget | seed | finished |", "|---|---|---|---|---|"]
     lines += [f"| {p.index} | {p.configuration} | {p.budget:g} ({grid.budget_key}) | {p.seed} | "

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 
 from .grid import GridPoint
 
 
 class GridProgress:
-    def __init__(self, points: list[GridPoint], clock=time.monotonic):
+    def __init__(self, points: list[GridPoint], clock: Callable[[], float] = time.monotonic) -> None:
         self.points, self.clock = points, clock
         self.began = clock()
         self.done: list[GridPoint] = []

@@ -10,14 +10,15 @@ only, the plot shows them alone.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib import ticker
+from matplotlib.axes import Axes
 
 from ..published import PublishedPoint
 from .analysis import CurvePoint, check_axis, x_value
@@ -40,7 +41,7 @@ def _x_spread(point: CurvePoint, x: str) -> tuple[float, float]:
     return ((point.minutes_mean - point.minutes_min) * scale, (point.minutes_max - point.minutes_mean) * scale)
 
 
-def _draw_curves(ax, curve_points: list[CurvePoint], x: str,
+def _draw_curves(ax: Axes, curve_points: list[CurvePoint], x: str,
                  flagged: frozenset = frozenset()) -> list[float]:
     """A line with markers and min-max bars both ways per configuration, disturbed points
     ringed; returns the x values drawn."""
@@ -64,7 +65,7 @@ def _draw_curves(ax, curve_points: list[CurvePoint], x: str,
     return drawn
 
 
-def _draw_published(ax, published: list[PublishedPoint]) -> list[float]:
+def _draw_published(ax: Axes, published: list[PublishedPoint]) -> list[float]:
     groups: dict[tuple[str, str], list[PublishedPoint]] = defaultdict(list)
     for point in published:
         groups[(point.source, point.hardware)].append(point)

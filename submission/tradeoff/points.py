@@ -23,10 +23,10 @@ from typing import Any
 
 from .. import runs, tracking
 from ..config import Config
-from ..preflight import resolve_here
 from ..costs import usd
 from ..errors import ConfigError
 from ..jsonfile import write_json
+from ..preflight import resolve_here
 from ..progress import read_progress, run_energy
 from ..results import RULESET, CampaignError, read_json, results_root
 from ..run_folder import GridFolder, PointFolder

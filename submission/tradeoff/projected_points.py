@@ -11,14 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import settings as declared
+from ..bench_profile import BenchProfile, read
 from ..config import Config, resolve
 from ..costs import usd
-from ..system_descriptor import available_systems, load_descriptor
 from ..errors import ConfigError
-from ..options import TradeoffOptions
-from ..bench_profile import BenchProfile, read
 from ..loader_kinds import kind_of
+from ..options import TradeoffOptions
 from ..projection import BENCH_HINT, loader_remedy, project
+from ..system_descriptor import available_systems, load_descriptor
 from .analysis import CurvePoint, Point, curve_points
 from .grid import Grid
 

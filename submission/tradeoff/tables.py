@@ -7,7 +7,8 @@ marked DISTURBED wherever it is an input.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from .analysis import CurvePoint, Disturbed, Speedup, TimeToAccuracy, cheapest
 

@@ -7,8 +7,9 @@ import sys
 
 import pytest
 
-from conftest import REPO, child_env
 from submission.bench_profile import read as read_profile
+
+from conftest import REPO, child_env
 
 
 @pytest.mark.e2e
@@ -181,6 +182,7 @@ class _Epoch:
 
     def __next__(self):
         import time
+
         import torch
         if not self.left:
             raise StopIteration
@@ -207,8 +209,9 @@ class _Loader:
 def test_loader_alone_separates_each_epochs_start_from_its_steady_rate():
     """A 3-batch epoch that starts 0.4 s late: cycling through epochs (what the bench did)
     would report a third of the rate; the steady rate and the start are told apart."""
-    import torch
     import pytest
+    import torch
+
     from submission.bench.timing import loader_alone
     rate, start = loader_alone(_Loader(3, 0.4, 0.02), 12, torch.device("cpu"))
     assert 8 / 0.02 * 0.5 < rate <= 8 / 0.02        # cycling epochs would give under a third
@@ -223,7 +226,9 @@ def test_workers_are_fitted_to_the_usable_cpus_as_a_campaign_fits_them(monkeypat
     """The harness's own workers_per_device is lowered to the CPUs this process may use
     (numba refuses more threads than CPUs, deep inside the loader); a user's is refused."""
     import os
+
     import pytest
+
     from submission.bench.command import fitted
     from submission.config import ConfigError, resolve
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})

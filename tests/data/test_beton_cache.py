@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from image_folders import (FFCV_FINALIZER_NOISE, cache_contents, config, error_of, make_nested,
-                           write_image)
 from submission.config import resolve
 from submission.data.beton_cache import cache_key, write_settings
 from submission.data.prepare import prepare
 from submission.data.synthetic import SyntheticSplit, largest_stored_image
+
+from image_folders import FFCV_FINALIZER_NOISE, cache_contents, config, error_of, make_nested, write_image
 
 pytestmark = FFCV_FINALIZER_NOISE
 
@@ -179,6 +179,7 @@ def test_processes_sharing_a_cache_write_each_file_once(tmp_path):
     for whom, and reuses it. Before, both wrote the same file, each under its own name."""
     import subprocess
     import sys
+
     from conftest import REPO, child_env, wait_for
     root, cache, cue = tmp_path / "d", tmp_path / "cache", tmp_path / "go"
     make_nested(root, train_counts=(30, 30, 30), val_counts=(5, 5, 5))

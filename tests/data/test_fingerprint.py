@@ -16,11 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import QUICK_EVAL_IMAGES, QUICK_TRAIN_IMAGES, REPO, child_env, free_port, mllog_events, quick_settings
 from submission.config import parse_overrides, resolve
 from submission.data import fingerprint
 from submission.data.beton_cache import HEAD_BYTES, head_sha256
 from submission.data.prepare import prepare
+
+from conftest import QUICK_EVAL_IMAGES, QUICK_TRAIN_IMAGES, REPO, child_env, free_port, mllog_events, quick_settings
 
 pytestmark = pytest.mark.timeout(300)
 

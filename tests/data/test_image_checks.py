@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from image_folders import (FFCV_FINALIZER_NOISE, cache_contents, config, error_of, make_nested,
-                           read_val, write_image)
 from submission.data.prepare import prepare
+
+from image_folders import FFCV_FINALIZER_NOISE, cache_contents, config, error_of, make_nested, read_val, write_image
 
 pytestmark = FFCV_FINALIZER_NOISE
 

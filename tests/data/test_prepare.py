@@ -7,11 +7,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from image_folders import (FFCV_FINALIZER_NOISE, cache_contents, config, make_nested,
-                           needs_fashion, read_val)
-from image_folders import fashion, nested  # noqa: F401 - module-scoped fixtures, used by name
 from submission.config import ConfigError, parse_overrides, resolve
 from submission.data.prepare import PreparedData, prepare, refuse_unreadable_by_the_loaders
+
+from image_folders import (  # noqa: F401 - module-scoped fixtures, used by name
+    FFCV_FINALIZER_NOISE,
+    cache_contents,
+    config,
+    fashion,
+    make_nested,
+    needs_fashion,
+    nested,
+    read_val,
+)
 
 pytestmark = FFCV_FINALIZER_NOISE
 
@@ -49,8 +57,9 @@ def test_fashion_mnist_subset_keeps_every_class(fashion, tmp_path):
 def test_a_launch_whose_global_batch_exceeds_the_training_images_writes_nothing(tmp_path):
     """The campaign's refusal comes before the data's .beton files and the synthetic ones
     are written (it used to come after both)."""
-    from conftest import quick_settings
     from submission import campaign
+
+    from conftest import quick_settings
     cache = tmp_path / "cache"
     cfg = resolve(None, parse_overrides(quick_settings(tmp_path / "results", cache, train_limit=100,
                                                        batch_per_device=128, runs=1, seeds="1")))

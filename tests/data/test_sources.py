@@ -9,13 +9,26 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from image_folders import (CLASSES, CPU, FFCV_FINALIZER_NOISE, SIZES, config, error_of,
-                           make_nested, needs_fashion, picture, read_val, write_image)
-from image_folders import fashion, nested  # noqa: F401 - module-scoped fixtures, used by name
 from submission.config import ConfigError, resolve
 from submission.data import sources
-from submission.loaders import ffcv_loaders
 from submission.data.prepare import prepare
+from submission.loaders import ffcv_loaders
+
+from image_folders import (  # noqa: F401 - module-scoped fixtures, used by name
+    CLASSES,
+    CPU,
+    FFCV_FINALIZER_NOISE,
+    SIZES,
+    config,
+    error_of,
+    fashion,
+    make_nested,
+    needs_fashion,
+    nested,
+    picture,
+    read_val,
+    write_image,
+)
 
 pytestmark = FFCV_FINALIZER_NOISE
 

@@ -10,9 +10,10 @@ import time
 
 import pytest
 
-from image_folders import FFCV_FINALIZER_NOISE, cache_contents, config, error_of, make_nested
 from submission.data import sources
 from submission.data.prepare import prepare
+
+from image_folders import FFCV_FINALIZER_NOISE, cache_contents, config, error_of, make_nested
 
 pytestmark = FFCV_FINALIZER_NOISE
 

@@ -11,7 +11,6 @@ import pytest
 import torch
 from PIL import Image
 
-from image_folders import FFCV_FINALIZER_NOISE
 from submission.config import ConfigError, resolve
 from submission.data.beton_samples import JPEG, BetonSamples, layout_problem
 from submission.data.prepare import prepare
@@ -24,6 +23,8 @@ from submission.loaders.protocol import one_epoch
 from submission.loaders.run_loaders import batch_augmentation_of
 from submission.loaders.torch_ops import count_ops
 from submission.methods import randaugment_batch, trivialaugment_batch
+
+from image_folders import FFCV_FINALIZER_NOISE
 
 # torchvision 0.29 announces that its decoders move to TorchCodec (docs/gpu-data.md)
 DECODERS_MOVING = pytest.mark.filterwarnings("ignore:The image decoding and encoding capabilities:DeprecationWarning")

@@ -16,12 +16,13 @@ import io
 import pytest
 import torch
 
-from image_folders import FFCV_FINALIZER_NOISE
 from submission.config import resolve
-from submission.loaders import device_loader
 from submission.data.beton_samples import JPEG, BetonSamples
 from submission.data.prepare import prepare
 from submission.data.synthetic_images import FolderShape, picture, write_folder
+from submission.loaders import device_loader
+
+from image_folders import FFCV_FINALIZER_NOISE
 
 DECODERS_MOVING = pytest.mark.filterwarnings("ignore:The image decoding and encoding capabilities:DeprecationWarning")
 NESTED_PROTOTYPE = pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors:UserWarning")

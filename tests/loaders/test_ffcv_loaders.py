@@ -8,12 +8,17 @@ from collections import Counter
 import pytest
 import torch
 
-from image_folders import CPU, FFCV_FINALIZER_NOISE, read_val
-from image_folders import nested  # noqa: F401 - a module-scoped fixture, used by name
 from submission.data.sharding import eval_batch_sizes
 from submission.loaders import ffcv_loaders
 from submission.loaders.protocol import one_epoch
 from submission.step import IMAGENET_MEAN, IMAGENET_STD, Normalizer
+
+from image_folders import (
+    CPU,
+    FFCV_FINALIZER_NOISE,
+    nested,  # noqa: F401 - a module-scoped fixture, used by name
+    read_val,
+)
 
 pytestmark = FFCV_FINALIZER_NOISE
 
@@ -107,6 +112,7 @@ def test_ffcv_leaves_torch_threads_to_the_run(nested, tmp_path):
     import json
     import subprocess
     import sys
+
     from conftest import GPUS_HIDDEN, LOADERS_INTERPRETED, REPO
     _, _, _, data = nested
     (tmp_path / "probe.py").write_text(THREADS_PROBE)

@@ -10,8 +10,6 @@ import numpy as np
 import pytest
 import torch
 
-from image_folders import CPU, FFCV_FINALIZER_NOISE, config
-from image_folders import nested  # noqa: F401 - a module-scoped fixture, used by name
 from submission.config import resolve
 from submission.data.sharding import steps_per_epoch
 from submission.distributed import Context
@@ -19,6 +17,13 @@ from submission.loader_kinds import KINDS, kind_of
 from submission.loaders.protocol import LoaderFigures, cycle, one_epoch
 from submission.loaders.run_loaders import EVALUATE, TRAIN, batch_augmentation_of, run_loaders
 from submission.methods import randaugment_batch, trivialaugment_batch
+
+from image_folders import (
+    CPU,
+    FFCV_FINALIZER_NOISE,
+    config,
+    nested,  # noqa: F401 - a module-scoped fixture, used by name
+)
 
 # torchvision 0.29 announces that its decoders move to TorchCodec (docs/gpu-data.md)
 DECODERS_MOVING = pytest.mark.filterwarnings("ignore:The image decoding and encoding capabilities:DeprecationWarning")

@@ -4,8 +4,9 @@ import pytest
 import torch
 import torchvision
 
-from conftest import mild_model
 from submission.methods import blurpool
+
+from conftest import mild_model
 
 
 def test_blurpool_replaces_six_convs_and_the_max_pool():

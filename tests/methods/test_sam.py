@@ -10,7 +10,6 @@ from torch import nn
 from submission.methods import sam, sgdw
 from submission.step import optimizer_step
 
-
 X = torch.tensor([[1.0, -2.0, 0.5], [0.3, 0.7, -1.0], [2.0, 0.1, 0.4], [-0.5, 1.5, 1.0]])
 Y = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.5, -0.5], [2.0, 1.0]])
 
@@ -190,7 +189,7 @@ def test_the_recipe_step_runs_the_first_sam_pass_under_no_sync():
     assert net.calls == [False, True, False]          # plain; SAM: unsynced, then synced
 
 
-DDP_WORKER = """
+DDP_WORKER = f"""
 import contextlib, os, sys
 import torch, torch.distributed as dist
 from torch import nn
@@ -199,7 +198,7 @@ from submission.methods import sam
 from submission.step import optimizer_step
 rank, init_file, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 dist.init_process_group("gloo", init_method="file://" + init_file, rank=rank, world_size=2)
-X, Y = torch.tensor(%r), torch.tensor(%r)
+X, Y = torch.tensor({X.tolist()!r}), torch.tensor({Y.tolist()!r})
 torch.manual_seed(0)
 model = nn.Linear(3, 2)
 net = DistributedDataParallel(model)
@@ -210,7 +209,7 @@ optimizer_step(net, opt, None, contextlib.nullcontext, loss_fn, x,
                torch.zeros(2, dtype=torch.long), 0.0)
 torch.save(model.state_dict(), out)
 os._exit(0)        # skips a slow interpreter teardown
-""" % (X.tolist(), Y.tolist())
+"""
 
 
 @pytest.mark.e2e

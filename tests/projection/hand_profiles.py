@@ -2,8 +2,8 @@
 project` reads profile files, and the configurations they are projected for."""
 from __future__ import annotations
 
-from submission import config as config_module
 from submission import bench_profile as profile_module
+from submission import config as config_module
 from submission import projection
 
 

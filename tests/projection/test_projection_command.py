@@ -6,9 +6,10 @@ import json
 
 import pytest
 
-from hand_profiles import _gpu_mild, _profile, _torchvision_loader
-from conftest import REPO
 from submission.cli import main as cli_main
+
+from conftest import REPO
+from hand_profiles import _gpu_mild, _profile, _torchvision_loader
 
 
 def test_command_without_profile_says_how_to_make_one(capsys):

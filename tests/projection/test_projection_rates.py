@@ -7,11 +7,12 @@ import dataclasses
 
 import pytest
 
-from hand_profiles import H100_SIDES, _cpu, _gpu_mild, _profile, _project, _torchvision_loader
-from submission import config as config_module
 from submission import bench_profile as profile_module
+from submission import config as config_module
 from submission import projection, system_descriptor
 from submission.run_plan import RunPlan
+
+from hand_profiles import H100_SIDES, _cpu, _gpu_mild, _profile, _project, _torchvision_loader
 
 
 def test_a_slow_loader_limits_the_training_rate():

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from hand_profiles import _cpu, _profile, _project
 from submission import config as config_module
 from submission.run_plan import RunPlan
+
+from hand_profiles import _cpu, _profile, _project
 
 
 def test_side_schedule_follows_the_recipe():

@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import pytest
-from hand_profiles import _cpu, _profile, _project
+
 from submission import bench_profile as profile_module
 from submission import config as config_module
 from submission import projection
+
+from hand_profiles import _cpu, _profile, _project
 
 
 def test_profile_of_another_setting_is_warned_about():

@@ -16,11 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import LOADERS_INTERPRETED
 from submission.cli import main as cli_main
 from submission.options import QualifyOptions
 from submission.qualify import plan, record
 from submission.qualify.command import Qualify
+
+from conftest import LOADERS_INTERPRETED
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 

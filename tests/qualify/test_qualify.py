@@ -8,12 +8,13 @@ import time
 
 import pytest
 
-from conftest import run_submission
-from image_folders import make_nested, write_image
 from submission.cli import main as cli_main
 from submission.options import QualifyOptions
 from submission.qualify import plan, record
 from submission.qualify.command import Qualify
+
+from conftest import run_submission
+from image_folders import make_nested, write_image
 
 # the parts took 6.7-6.9 min on a slow 2-vCPU build machine (docs/qualify.md): a budget twice
 # that lets every part fit on a machine as slow, busy with something else besides

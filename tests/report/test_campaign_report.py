@@ -13,7 +13,7 @@ import torch
 from submission import score
 from submission.cli import main as cli_main
 from submission.progress import Reporter
-from submission.report import plots, campaign_report
+from submission.report import campaign_report, plots
 from submission.run_folder import CampaignFolder
 
 try:

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import QUICK_BATCH, REPO, child_env, free_port, mllog_events, quick_settings
 from submission.compliance import check_path
+
+from conftest import QUICK_BATCH, REPO, child_env, free_port, mllog_events, quick_settings
 
 pytestmark = [pytest.mark.e2e, pytest.mark.loaders_interpreted, pytest.mark.timeout(600)]
 

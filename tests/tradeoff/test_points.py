@@ -8,9 +8,10 @@ import pytest
 
 from submission.jsonfile import write_json
 from submission.results import CampaignError
-from submission.tradeoff import points as grid_points
 from submission.tradeoff import grid_report
+from submission.tradeoff import points as grid_points
 from submission.tradeoff.grid import load_grid
+
 try:
     from tests.mlperf_logs import mlperf_log
 except ImportError:   # tests/ on sys.path instead of the repository root

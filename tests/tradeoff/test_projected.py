@@ -6,15 +6,16 @@ import json
 
 import pytest
 
-from conftest import REPO
 from submission import system_descriptor
-from submission.config import ConfigError, resolve
 from submission.bench_profile import read
+from submission.config import ConfigError, resolve
 from submission.options import TradeoffOptions
 from submission.projection import project
-from submission.tradeoff import projected_points, grid_report
+from submission.tradeoff import grid_report, projected_points
 from submission.tradeoff.analysis import Evaluation, Point
 from submission.tradeoff.grid import load_grid
+
+from conftest import REPO
 
 H100 = str(REPO / "docs" / "gpu-h100-2026-11-22" / "profile-h100.json")
 LOADER = str(REPO / "docs" / "projection-hot-loader-cpu.json")

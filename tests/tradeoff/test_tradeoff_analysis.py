@@ -5,9 +5,19 @@ import json
 
 import pytest
 
-from submission.tradeoff.analysis import (CurvePoint, Evaluation, Point, Speedup, TimeToAccuracy,
-                                          cheapest, curve_points, frontier, speedups,
-                                          time_to_accuracy, times_to_accuracy)
+from submission.tradeoff.analysis import (
+    CurvePoint,
+    Evaluation,
+    Point,
+    Speedup,
+    TimeToAccuracy,
+    cheapest,
+    curve_points,
+    frontier,
+    speedups,
+    time_to_accuracy,
+    times_to_accuracy,
+)
 
 
 def curve(configuration: str, budget: float, top1: float, minutes: float,

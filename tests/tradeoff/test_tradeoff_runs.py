@@ -14,11 +14,12 @@ import urllib.request
 
 import pytest
 
-from conftest import campaign_from_a_terminal, free_port, mllog_events, quick_settings, run_submission, wait_for
 from submission.config import ConfigError, resolve
 from submission.options import TradeoffOptions
 from submission.run_plan import RunPlan
 from submission.tradeoff.grid import load_grid
+
+from conftest import campaign_from_a_terminal, free_port, mllog_events, quick_settings, run_submission, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.loaders_interpreted]
 

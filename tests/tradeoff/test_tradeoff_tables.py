@@ -2,8 +2,13 @@
 from __future__ import annotations
 
 from submission.tradeoff.analysis import CurvePoint, Point, Speedup, TimeToAccuracy, curve_points
-from submission.tradeoff.tables import (cheapest_table, curve_table, frontier_table, speedup_table,
-                                        time_to_accuracy_table)
+from submission.tradeoff.tables import (
+    cheapest_table,
+    curve_table,
+    frontier_table,
+    speedup_table,
+    time_to_accuracy_table,
+)
 
 HEADER_AND_RULE = 2
 

@@ -5,7 +5,6 @@ from typing import Literal
 from ...setting_declaration import BELOW_1, RECIPE, declare
 from ..method import Method
 
-
 LossFunction = Literal["bce", "cross_entropy"]
 
 

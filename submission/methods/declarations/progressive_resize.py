@@ -5,7 +5,6 @@ from typing import Literal
 from ...setting_declaration import AT_LEAST_1, RECIPE, declare
 from ..method import Method
 
-
 ResizeGranularity = Literal["epoch", "step"]
 ResizeMode = Literal["nearest", "bilinear", "area"]
 
@@ -22,7 +21,7 @@ class ProgressiveResizeSettings:
     resize_mode: ResizeMode = declare("interpolation of the downscaling: nearest, bilinear or area", kind=RECIPE)
 
 
-def _problem(c) -> str | None:
+def _problem(c: ProgressiveResizeSettings) -> str | None:
     if 0 < c.resize_initial_scale <= 1 and 0 <= c.resize_start_fraction <= c.resize_finish_fraction <= 1:
         return None
     return ("progressive resizing needs 0 < resize_initial_scale <= 1 and "

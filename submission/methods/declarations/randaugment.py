@@ -1,11 +1,10 @@
 """RandAugment's declaration (its code: methods/randaugment.py, methods/randaugment_batch.py)."""
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
-from ...loader_kinds import augmenting_words, kind_of
+from ...loader_kinds import TrainLoader, augmenting_words, kind_of
 from ...setting_declaration import AT_LEAST_0, RECIPE, Range, declare
 from ..method import Method
-
 
 RandAugmentSet = Literal["all", "safe", "original"]
 
@@ -18,7 +17,16 @@ class RandAugmentSettings:
     randaugment_set: RandAugmentSet = declare("RandAugment: augmentation set (all, safe, original)", kind=RECIPE)
 
 
-def _problem(c) -> str | None:
+class _Reads(Protocol):
+    """The settings _problem reads of a configuration (config.Config, which imports this module)."""
+    @property
+    def train_loader(self) -> TrainLoader: ...
+
+    @property
+    def randaugment_depth(self) -> int: ...
+
+
+def _problem(c: _Reads) -> str | None:
     # it works on each image: in the torchvision loader's worker processes (PIL), or on the
     # device loader's batches (randaugment_batch.py); FFCV's compiled pipeline runs neither
     if kind_of(c.train_loader).augments_each_image:

@@ -5,7 +5,6 @@ from typing import Literal
 from ...setting_declaration import RECIPE, declare
 from ..method import Method
 
-
 Optimizer = Literal["sgdw"]
 
 

@@ -1,11 +1,10 @@
 """TrivialAugment's declaration (its code: methods/trivialaugment.py, methods/trivialaugment_batch.py)."""
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
-from ...loader_kinds import augmenting_words, kind_of
+from ...loader_kinds import TrainLoader, augmenting_words, kind_of
 from ...setting_declaration import RECIPE, declare
 from ..method import Method
-
 
 TrivialAugmentSpace = Literal["none", "wide", "composer"]
 
@@ -18,7 +17,19 @@ class TrivialAugmentSettings:
                                                   "none: off", kind=RECIPE)
 
 
-def _problem(c) -> str | None:
+class _Reads(Protocol):
+    """The settings _problem reads of a configuration (config.Config, which imports this module)."""
+    @property
+    def train_loader(self) -> TrainLoader: ...
+
+    @property
+    def randaugment_depth(self) -> int: ...
+
+    @property
+    def trivialaugment(self) -> TrivialAugmentSpace: ...
+
+
+def _problem(c: _Reads) -> str | None:
     # it augments each image as RandAugment does, in the same places; one or the other
     if c.randaugment_depth:
         return (f"trivialaugment={c.trivialaugment} with randaugment_depth={c.randaugment_depth}: "
