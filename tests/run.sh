@@ -8,7 +8,7 @@ cd "$ROOT"
 PYTHON=${VENV:-$ROOT/.venv}/bin/python
 # The linters first (pyproject.toml [tool.ruff], setup.cfg [mypy]; docs/test-suite.md): a finding
 # fails the command before any test runs.
-echo "[tests] ruff check submission tests (pyflakes, pycodestyle, bugbear: pyproject.toml)" >&2
+echo "[tests] ruff check submission tests (pyflakes, pycodestyle, bugbear, import order, pyupgrade: pyproject.toml)" >&2
 "$PYTHON" -m ruff check --quiet submission tests
 echo "[tests] mypy on submission/ (setup.cfg [mypy]; about a minute the first time, seconds after)" >&2
 "$PYTHON" -m mypy

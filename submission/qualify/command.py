@@ -124,11 +124,16 @@ class Qualify:
         through the pipeline are refused here (a ConfigError naming them and
         skip_bad_images=true) rather than by each part in turn; the parts reuse the .beton files."""
         from ..data.prepare import prepare
-        prepare(resolve_here(None, {**self.common, "recipe": self.recipes[0]}))
+        prepare(resolve_here(None, self.recipe_settings(self.recipes[0])))
+
+    def recipe_settings(self, recipe: str) -> dict[str, str]:
+        """qualify's settings for a part of `recipe`: the scale's and the run length the
+        recipe leaves to the user (RECIPE_SETTINGS)."""
+        return {**self.common, **RECIPE_SETTINGS.get(recipe, {}), "recipe": recipe}
 
     # ---- the parts ------------------------------------------------------------------
     def argv(self, part: planned.Part) -> list[str]:
-        settings = {**self.common, **RECIPE_SETTINGS.get(part.recipe, {}), "recipe": part.recipe}
+        settings = self.recipe_settings(part.recipe)
         if part.verb == "run":
             settings = {**settings, **self.scale.campaign,
                         "results_dir": str(self.scratch / "campaign"), **self.overrides}
@@ -287,7 +292,7 @@ class Qualify:
         ran = read_campaign(folder)
         settings = ran.settings if ran is not None else self.scale.campaign
         half_life, every = float(settings["ema_half_life_batches"]), int(settings["ema_update_every_batches"])
-        own = resolve_here(None, {**self.common, "recipe": self.recipes[0]})
+        own = resolve_here(None, self.recipe_settings(self.recipes[0]))
 
         def kept(half_life: float, every: int) -> float:    # of the initial weights, after `steps`
             return smoothing_per_update(half_life, every) ** (steps // every)
