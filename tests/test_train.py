@@ -132,10 +132,12 @@ if "LOCAL_RANK" in os.environ:
 
 # Mild on FFCV's loader and the entry's .beton; Hot on the device loader (RandAugment on the
 # batch) with every image a JPEG (write_mode=jpg). Hot there: 0.28 and 0.18 at its first
-# evaluation, 0.42 and 0.35 at its second in two runs (2026-11-27, interpreted)
+# evaluation, 0.42 and 0.35 at its second in two runs (2026-11-27, interpreted). Since its CPU
+# path decodes with FFCV's decoder (issue 61), seed 5 reads 0.195 then 0.44, seed 7 0.15 then
+# 0.485, seed 6 0.2625 at its first (2026-11-28): seed 6, which stops there, half an epoch sooner
 LEARNING = {
-    "ffcv": ({}, "16, 20, 24, 28, 32 px"),
-    "device": ({"recipe": "hot", "train_loader": "device", "write_mode": "jpg"}, "16, 20, 24, 28, 30 px"),
+    "ffcv": ({"seeds": "5"}, "16, 20, 24, 28, 32 px"),
+    "device": ({"recipe": "hot", "train_loader": "device", "write_mode": "jpg", "seeds": "6"}, "16, 20, 24, 28, 30 px"),
 }
 TARGET = 0.2            # twice chance; a run stops at the first evaluation that reaches it
 
@@ -154,7 +156,7 @@ def test_each_loader_learns_fashion_mnist_and_reads_no_data_before_run_start(tmp
     (hook / "sitecustomize.py").write_text(ORDER_TRACE)
     settings, sides = LEARNING[loader]
     # its own data and batch: what the accuracies below were measured with
-    done = run_submission("run", *quick_settings(results, cache_dir, runs=1, seeds="5",
+    done = run_submission("run", *quick_settings(results, cache_dir, runs=1,
                                                  train_limit=2560, eval_limit=400, batch_per_device=64,
                                                  epochs=1.0, eval_every_epochs=0.5, warmup="true",
                                                  target_accuracy=TARGET, **settings),
