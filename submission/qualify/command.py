@@ -234,9 +234,8 @@ class Qualify:
 
     def project_command(self, recipe: str, key: str) -> str:
         """`project` of the profile `key` in the record, with the settings it was measured with."""
-        settings = {k: v for k, v in self.common.items() if k not in ("data_dir", "cache_dir")}
-        return " ".join(["python -m submission project",
-                         *_words({**settings, **RECIPE_SETTINGS.get(recipe, {}), "recipe": recipe}),
+        settings = {k: v for k, v in self.recipe_settings(recipe).items() if k not in ("data_dir", "cache_dir")}
+        return " ".join(["python -m submission project", *_words(settings),
                          f"profile={self.out / record.profile_name(key)}"])
 
     def compiled_figures(self) -> list[record.CompiledFigures]:
