@@ -3,7 +3,8 @@
 Each check returns what it decided (problems in words, or a value to use) and leaves the
 configuration it checks as it was. `launch_plan` gathers them: the configuration to
 launch (a harness-chosen workers_per_device lowered to fit the CPUs), what was changed,
-and every reason this machine cannot run it. The campaign and the dry run launch
+every reason this machine cannot run it, and on several nodes the interface they meet over
+(node_network: the variable to set for the processes the campaign launches). The campaign and the dry run launch
 `plan.approved()`; bench asks `loader_workers` for its loader threads. `resolve_here`
 resolves a configuration for this machine: the one place where system=local learns which
 GPUs it has.
@@ -11,11 +12,11 @@ GPUs it has.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import inventory, tracking
+from . import inventory, node_network, tracking
 from .config import HARNESS_ORIGINS, Config, ConfigError, resolve
 from .loader_kinds import recipe_loader_if_replaced
 
@@ -35,6 +36,8 @@ class LaunchPlan:
     config: Config                    # the configuration to launch (a new one when changed)
     notes: tuple[str, ...] = ()       # what was changed, to say before launching
     problems: tuple[str, ...] = ()    # why this machine cannot run it
+    # variables for the processes the campaign launches (node_network: the nodes' interface)
+    environment: dict[str, str] = field(default_factory=dict)
 
     def approved(self) -> Config:
         """The configuration to launch; a ConfigError naming every problem when there is one."""
@@ -66,7 +69,10 @@ def launch_plan(config: Config) -> LaunchPlan:
         notes.append(workers.note)
     problems += data_dir_problems(config) + tracking.problems(config.trackers)
     notes += recipe_changes(config)
-    return LaunchPlan(config, tuple(notes), tuple(problems))
+    meeting = node_network.meeting(config)
+    problems += [meeting.problem] if meeting.problem else []
+    notes += [meeting.note] if meeting.note else []
+    return LaunchPlan(config, tuple(notes), tuple(problems), meeting.environment)
 
 
 def recipe_changes(config: Config) -> list[str]:
