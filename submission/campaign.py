@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import secrets
 import shlex
 import shutil
@@ -21,6 +22,7 @@ import time
 
 from . import runs
 from .config import REPO_ROOT, Config, ConfigError
+from .heartbeat import NODE_LOST_EXIT
 from .jsonfile import write_json
 from .results import CampaignError, CampaignRecord, campaign_folder, read_campaign, results_root, write_campaign
 from .run_folder import CampaignFolder
@@ -109,7 +111,9 @@ def require_target(config: Config) -> None:
 
 def run_campaign(config: Config) -> int:
     require_target(config)
-    config = runs.plan_launch(config).approved()
+    plan = runs.plan_launch(config)
+    config = plan.approved()
+    os.environ.update(plan.environment)     # for torchrun and its workers (node_network: why)
     if config.node_rank > 0:
         return follow_campaign(config)
     from .data.prepare import prepare
@@ -179,6 +183,9 @@ def follow_campaign(config: Config) -> int:
         cleared = runs.clear_cache(config)
         rc = runs.launch(config, TrainArgs(config_file, data_file, follow=True, state=state_file,
                                            cache_cleared=cleared))
+        if rc == NODE_LOST_EXIT:
+            raise CampaignError(f"node {config.node_rank}: the run stopped, a node was lost (the line "
+                                "above names it). Re-run the same command on every node to resume.")
         if rc != 0 or not state_file.is_file():
             raise CampaignError(f"node {config.node_rank}: a run failed (torchrun exit code {rc}); "
                                 "node 0's log says which. Re-run the same command on every node.")

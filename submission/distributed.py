@@ -9,10 +9,14 @@ from typing import TypeVar, cast
 import torch
 import torch.distributed as dist
 
+from . import heartbeat
+
 Sent = TypeVar("Sent")      # what a rank sends: any picklable object
 
-# A rank that waits longer than this for its peers fails instead of hanging.
+# A rank that waits longer than this for its peers fails instead of hanging: the bound for a
+# peer that is slow but alive. A node lost is found sooner by its silence (heartbeat.py).
 COLLECTIVE_TIMEOUT = datetime.timedelta(minutes=10)
+_beating: list[heartbeat.Heartbeat] = []     # this node's heartbeat, in a run of several nodes
 
 
 @dataclass
@@ -31,7 +35,9 @@ class Context:
         return self.rank == 0
 
 
-def setup(device_type: str) -> Context:
+def setup(device_type: str, lost_node_seconds: float) -> Context:
+    """This process's rank and device, its process group joined; on several nodes, this node's
+    heartbeat started first, so that a node lost while the ranks meet is found too."""
     rank = int(os.environ.get("RANK", 0))
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     world_size = int(os.environ.get("WORLD_SIZE", 1))
@@ -44,6 +50,8 @@ def setup(device_type: str) -> Context:
     else:
         device = torch.device("cpu")
     if world_size > 1 and not dist.is_initialized():
+        beat = heartbeat.start(lost_node_seconds)
+        _beating.extend([beat] if beat else [])
         os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")
         dist.init_process_group("nccl" if device_type == "cuda" else "gloo",
                                 timeout=COLLECTIVE_TIMEOUT,
@@ -103,5 +111,8 @@ def all_gather_object(obj: Sent) -> list[Sent]:
 
 
 def cleanup() -> None:
+    """The run has ended on this node: its peers no longer wait for its heartbeat."""
+    while _beating:
+        _beating.pop().finish()
     if dist.is_initialized():
         dist.destroy_process_group()

@@ -17,7 +17,9 @@ agent raise a ChildFailedError, which torchrun reports with the worker's error.
 Here a SignalException ends this process with status 128 + the signal's number and no
 traceback, and so does a ChildFailedError whose failures are all workers that stopped on
 a signal (the trainer logs run_stop "interrupted" and exits with
-stop_signals.INTERRUPTED_EXIT): its workers were stopped as torchrun stops them. A
+stop_signals.INTERRUPTED_EXIT): its workers were stopped as torchrun stops them; and
+likewise one whose workers all ended because a node was lost (heartbeat.NODE_LOST_EXIT,
+after a line naming the node), with that status. A
 ChildFailedError with any other failure (a crash) is raised as torchrun raises it: the
 trainer's traceback and torchrun's report still show.
 
@@ -43,6 +45,7 @@ from __future__ import annotations
 import sys
 from types import FrameType
 
+from .heartbeat import NODE_LOST_EXIT
 from .stop_signals import INTERRUPTED_EXIT, Interrupted, die_with_parent
 
 
@@ -75,8 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     except (Interrupted, KeyboardInterrupt):   # before torchrun's handlers: nothing started
         return INTERRUPTED_EXIT
     except ChildFailedError as failed:
-        if all(failure.exitcode == INTERRUPTED_EXIT for failure in failed.failures.values()):
-            return INTERRUPTED_EXIT
+        codes = {failure.exitcode for failure in failed.failures.values()}
+        if codes in ({INTERRUPTED_EXIT}, {NODE_LOST_EXIT}):    # each worker said why in a line
+            return codes.pop()
         raise
     return 0
 

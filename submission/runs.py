@@ -25,6 +25,7 @@ from typing import TextIO
 from . import said
 from . import settings as declared
 from .config import REPO_ROOT, Config
+from .heartbeat import NODE_LOST_EXIT
 from .inventory import cpu_threads
 from .preflight import LaunchPlan, launch_plan
 from .results import CampaignError, read_json
@@ -101,6 +102,10 @@ def run_once(config: Config, train_args: TrainArgs, files: RunFiles, what: str, 
     from .out_of_memory import reported
     partial, transcript = files.partial, files.transcript
     kept = f"its partial log is {partial}" if partial.exists() else "no log was written"
+    if rc == NODE_LOST_EXIT:
+        raise CampaignError(f"{what} stopped: a node was lost (the line above names it); {kept}. "
+                            "Re-run the same command on every node to resume: complete runs are "
+                            "kept, this one is redone.")
     memory = reported(transcript.read_text(errors="replace") if transcript.is_file() else "")
     if memory:
         raise CampaignError(

@@ -180,6 +180,9 @@ class OperationalSettings:
     node_rank: int = declare("this node's rank in a multi-node campaign", 0, admits=AT_LEAST_0, kind=OPERATIONAL)
     master_addr: str = declare("rendezvous host (node 0) for torchrun", "127.0.0.1", kind=OPERATIONAL)
     master_port: int = declare("rendezvous port for torchrun", 29500, admits=Range(1, 65535), kind=OPERATIONAL)
+    lost_node_seconds: float = declare("several nodes: a node silent this long (no heartbeat) is taken as "
+                                       "lost, and the others stop the run, keeping its partial log",
+                                       180.0, admits=Range(10), kind=OPERATIONAL)
     cache_clear_cmd: str = declare("run before each run; empty: skip (logged)",
                                    "sysctl -w vm.drop_caches=3", kind=OPERATIONAL)
     # evaluation runs in eval mode (BatchNorm from its running statistics): an image's logits do

@@ -243,7 +243,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     STOP.install()
     die_with_parent()
     prepared_with = Config.from_dict(json.loads(args.config.read_text()))
-    ctx = dist_utils.setup(prepared_with.device_type)
+    ctx = dist_utils.setup(prepared_with.device_type, prepared_with.lost_node_seconds)
     # prepared_with: this node's own settings, those its data was prepared with
     spec = agree_on_run(args, prepared_with, ctx.local_rank)
     if spec.finish:
