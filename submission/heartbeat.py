@@ -3,12 +3,13 @@
 A node that vanishes (power, a kernel panic, its network cut) closes no connection: its peers
 would wait in their next collective for the collective timeout (distributed.COLLECTIVE_TIMEOUT,
 10 minutes, which must also let a slow but living peer finish a first compilation). So in every
-run of several nodes, local rank 0 of each node beats in torchrun's rendezvous store (the
+run of several nodes, each process adds to its node's count in torchrun's rendezvous store (the
 TCPStore that node 0's agent serves on master_addr:master_port, reached through a client of its
-own whose operations time out in seconds) and reads the other nodes' beats. A node whose count
-has not moved for lost_node_seconds, or the store itself when node 0 is the one lost, ends this
-process at once with one line naming it, whatever its main thread waits in; its exit status,
-NODE_LOST_EXIT, tells the launcher and the campaign. The partial log is kept as it is (no
+own whose operations time out in seconds) and reads the other nodes' counts. A node whose count
+has not moved for lost_node_seconds, or the store itself when node 0 is the one lost, ends every
+process of this node at once, whatever its main thread waits in (torchrun would give a worker
+blocked in a collective 30 s before its SIGKILL), local rank 0 saying in one line which node;
+their exit status, NODE_LOST_EXIT, tells the launcher and the campaign. The partial log is kept as it is (no
 run_stop: the main thread may be inside the logger), and the next start sets it aside.
 A node that ends its run marks itself done, so that its peers still finishing do not take it
 for lost. A process killed on a node that stays up closes its connections: its peers'
@@ -34,9 +35,11 @@ BEAT_EVERY_S = 5.0        # at most; a quarter of the bound below 20 s
 class Heartbeat(threading.Thread):
     """This node's beat and its watch over the others' (a daemon thread, started at once)."""
 
-    def __init__(self, store: dist.Store, node: int, nodes: int, lost_after_s: float, where: str):
+    def __init__(self, store: dist.Store, node: int, nodes: int, lost_after_s: float, where: str,
+                 speaks: bool):
         super().__init__(daemon=True, name="heartbeat")
         self.store, self.node, self.lost_after_s, self.where = store, node, lost_after_s, where
+        self.speaks = speaks         # the process that says which node was lost (local rank 0)
         self.every_s = min(BEAT_EVERY_S, lost_after_s / 4)
         now = time.monotonic()
         # each other node: its last count and when it last moved (this host's clock only)
@@ -51,9 +54,10 @@ class Heartbeat(threading.Thread):
             self.beat()
             lost = self.lost()
             if lost and not self.stopped.is_set():
-                print(f"[node {self.node}] {lost}; node {self.node} stops its part of the run "
-                      "(its partial log is kept): re-run the same command on every node to resume",
-                      file=sys.stderr, flush=True)
+                if self.speaks:
+                    print(f"[node {self.node}] {lost}; node {self.node} stops its part of the run "
+                          "(its partial log is kept): re-run the same command on every node to resume",
+                          file=sys.stderr, flush=True)
                 os._exit(NODE_LOST_EXIT)
 
     def beat(self) -> None:
@@ -96,10 +100,10 @@ class Heartbeat(threading.Thread):
 
 
 def start(lost_after_s: float) -> Heartbeat | None:
-    """The heartbeat of this node, started from local rank 0 of a torchrun job of several
-    nodes (torchrun's GROUP_RANK, GROUP_WORLD_SIZE, MASTER_ADDR, MASTER_PORT); None elsewhere."""
+    """This process's heartbeat in a torchrun job of several nodes (torchrun's GROUP_RANK,
+    GROUP_WORLD_SIZE, MASTER_ADDR, MASTER_PORT); None in a job of one node."""
     nodes = int(os.environ.get("GROUP_WORLD_SIZE", 1))
-    if nodes == 1 or int(os.environ.get("LOCAL_RANK", 0)) != 0:
+    if nodes == 1:
         return None
     import torch.distributed as dist
 
@@ -107,4 +111,5 @@ def start(lost_after_s: float) -> Heartbeat | None:
     every_s = min(BEAT_EVERY_S, lost_after_s / 4)
     store = dist.TCPStore(host, port, is_master=False, wait_for_workers=False,
                           timeout=datetime.timedelta(seconds=max(every_s, 2.0)))
-    return Heartbeat(store, int(os.environ["GROUP_RANK"]), nodes, lost_after_s, f"{host}:{port}")
+    return Heartbeat(store, int(os.environ["GROUP_RANK"]), nodes, lost_after_s, f"{host}:{port}",
+                     speaks=int(os.environ.get("LOCAL_RANK", 0)) == 0)
