@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from . import inventory, tracking
-from .config import HARNESS_ORIGINS, Config, ConfigError, resolve
+from .config import HARNESS_ORIGINS, Config, ConfigError, in_repository, resolve
 from .loader_kinds import recipe_loader_if_replaced
+from .private_folder import cache_dir_problems
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,7 @@ def launch_plan(config: Config) -> LaunchPlan:
         config = config.replaced({"workers_per_device": workers.workers}, workers.origin)
         notes.append(workers.note)
     problems += data_dir_problems(config) + tracking.problems(config.trackers)
+    problems += cache_dir_problems(in_repository(config.cache_dir), config.compile)
     notes += recipe_changes(config)
     return LaunchPlan(config, tuple(notes), tuple(problems))
 
