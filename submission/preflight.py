@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import inventory, tracking
+from . import inventory, page_cache, tracking
 from .config import HARNESS_ORIGINS, Config, ConfigError, in_repository, resolve
 from .loader_kinds import recipe_loader_if_replaced
 from .private_folder import cache_dir_problems
@@ -67,6 +67,7 @@ def launch_plan(config: Config) -> LaunchPlan:
         notes.append(workers.note)
     problems += data_dir_problems(config) + tracking.problems(config.trackers)
     problems += cache_dir_problems(in_repository(config.cache_dir), config.compile)
+    problems += [p for p in [page_cache.problem(config.cache_clear_cmd)] if p]
     notes += recipe_changes(config)
     return LaunchPlan(config, tuple(notes), tuple(problems))
 
