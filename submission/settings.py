@@ -108,7 +108,8 @@ class RecipeSettings:
 @dataclass(frozen=True, kw_only=True)
 class HarnessSettings:
     """The harness's defaults that change what a run computes."""
-    recipe: str = declare("recipe file under submission/recipes/ (mild, medium, hot, baseline)",
+    recipe: str = declare("a shipped recipe (mild, medium, hot, baseline: submission/recipes/) "
+                          "or a recipe file of yours, by its path ending in .yaml",
                           "mild", profile=RECORDED, kind=HARNESS)
     dataset: Dataset = declare("imagenet (an image folder), fashion-mnist (the embedded campaign: "
                                "submission/embedded.yaml), or auto: imagenet when data_dir is set",
