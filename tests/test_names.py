@@ -10,18 +10,18 @@ import os
 import pytest
 from test_package import make_campaign
 
-from submission import config, package
+from submission import package
 from submission.config import ConfigError, resolve
-from submission.names import recipe_name
+from submission.names import RECIPES_DIR, recipe_name
 
 from conftest import REPO, run_submission
 
-MILD = (config.RECIPES_DIR / "mild.yaml").read_text()
+MILD = (RECIPES_DIR / "mild.yaml").read_text()
 
 
 def test_a_recipe_that_walks_out_of_the_recipes_folder_is_refused(tmp_path):
     (tmp_path / "evil.yaml").write_text(MILD)
-    for recipe in (os.path.relpath(tmp_path / "evil", config.RECIPES_DIR), "../x", str(tmp_path / "evil")):
+    for recipe in (os.path.relpath(tmp_path / "evil", RECIPES_DIR), "../x", str(tmp_path / "evil")):
         with pytest.raises(ConfigError, match=rf"recipe={recipe}: neither a shipped recipe \(baseline, hot, "
                                               r"medium, mild\) nor a recipe file: .*ending in \.yaml"):
             resolve("cpu", {"recipe": recipe})
