@@ -116,6 +116,11 @@ class HarnessSettings:
                                "imagenet", also=("auto",), kind=HARNESS)
     skip_bad_images: bool = declare("skip unusable images (unreadable, or too small for the "
                                     "pipeline; counted, listed) instead of failing", False, kind=HARNESS)
+    # ImageNet's photos are a few megapixels; PIL's own guard (~179 M) is lifted for the
+    # user's images (data/sources.py), this one is read from each image's header first
+    max_image_pixels: int = declare("refuse an image over this many pixels (or skip it, with "
+                                    "skip_bad_images), read from its header before it is decoded",
+                                    100_000_000, admits=AT_LEAST_1, kind=HARNESS)
     write_mode: WriteMode = declare("FFCV RGBImageField write_mode: raw, jpg, proportion, smart "
                                     "(published: proportion; docs/throughput.md, bench sweep=loader)",
                                     "proportion", kind=HARNESS)
