@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .names import folder_name_problem, recipe_name, recipe_name_problem
+from .redaction import redacted_record
 from .results import RULESET, CampaignRecord, read_campaign
 from .run_folder import BENCHMARK, ResultsRoot
 from .system_descriptor import SystemDescriptor
@@ -221,7 +222,7 @@ def _assemble(root: Path, systems: list[_System], org: str, repo_root: Path) -> 
         (impl_dir / "configs").mkdir()
         for system in members:
             (impl_dir / "configs" / f"{system.name}.json").write_text(
-                json.dumps(system.campaign.to_dict(), indent=2) + "\n")
+                json.dumps(redacted_record(system.campaign.to_dict(), repo_root), indent=2) + "\n")
         (impl_dir / "README.md").write_text(_readme(impl, members, org, repo_root))
 
 

@@ -35,6 +35,7 @@ from .setting_declaration import (
     COMPARED,
     FRACTION,
     HARNESS,
+    HOST,
     OPERATIONAL,
     RECIPE,
     RECORDED,
@@ -184,7 +185,8 @@ class OperationalSettings:
                                       "per process", 8,
                                       admits=AT_LEAST_1, profile=RECORDED, kind=OPERATIONAL)
     node_rank: int = declare("this node's rank in a multi-node campaign", 0, admits=AT_LEAST_0, kind=OPERATIONAL)
-    master_addr: str = declare("rendezvous host (node 0) for torchrun", "127.0.0.1", kind=OPERATIONAL)
+    master_addr: str = declare("rendezvous host (node 0) for torchrun", "127.0.0.1", kind=OPERATIONAL,
+                               names=HOST)
     master_port: int = declare("rendezvous port for torchrun", 29500, admits=Range(1, 65535), kind=OPERATIONAL)
     cache_clear_cmd: str = declare("run before each run; empty: skip (logged)",
                                    "sysctl -w vm.drop_caches=3", kind=OPERATIONAL)
@@ -237,6 +239,11 @@ DECLARED: dict[str, Declaration] = declarations(Settings)
 
 def kind(name: str) -> str:
     return DECLARED[name].kind
+
+
+def names_a_host(name: str) -> bool:
+    """Whether setting `name`'s value names a machine (declared `names=HOST`)."""
+    return name in DECLARED and DECLARED[name].names == HOST
 
 
 def meaning(name: str) -> str:
