@@ -42,6 +42,7 @@ def test_a_recipe_file_named_by_its_path_is_read_and_named_by_its_file(tmp_path,
         resolve("cpu", {"recipe": str(odd)})
 
 
+@pytest.mark.e2e
 def test_a_recipe_outside_the_repository_writes_nothing_outside_results(tmp_path):
     results, cache = tmp_path / "results", tmp_path / "cache"
     done = run_submission("run", "system=cpu", "recipe=../../x", f"results_dir={results}",

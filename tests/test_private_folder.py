@@ -54,6 +54,7 @@ def test_preflight_names_the_cache_dir_and_what_to_do(tmp_path):
     assert str(cache) in line and "cache_dir=$HOME/.cache/resnet-submission" in line
 
 
+@pytest.mark.e2e
 def test_a_campaign_on_a_world_writable_cache_is_refused_in_one_line_before_anything_runs(tmp_path):
     """User B made the shared cache world-writable and planted a pickle that would create a
     file: user A's campaign refuses to start; nothing is unpickled, nothing is written."""

@@ -92,6 +92,7 @@ def bomb_folder(tmp_path_factory):
     return root
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("skip", ["false", "true"])
 def test_a_60000_px_square_png_is_refused_or_skipped_by_name_from_its_header(bomb_folder, tmp_path, skip):
     """60,000 x 60,000 RGB is 10.8 GB decoded: its header alone refuses it (max_image_pixels),
