@@ -29,12 +29,12 @@ import yaml
 from . import methods
 from . import settings as declared
 from .errors import ConfigError
+from .names import RECIPE_FILE, folder_name_problem, recipe_path, system_name_problem
 from .setting_declaration import SEED_RANGE, Range
 from .settings import Settings
 from .system_descriptor import SystemDescriptor, load_descriptor
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-RECIPES_DIR = Path(__file__).resolve().parent / "recipes"
 EMBEDDED_PRESET = Path(__file__).resolve().parent / "embedded.yaml"
 # Where a setting's value came from when the harness chose it, not the user (Config.origin)
 DEFAULT_ORIGIN = "the harness defaults"
@@ -42,16 +42,6 @@ EMBEDDED_ORIGIN = EMBEDDED_PRESET.relative_to(REPO_ROOT).as_posix()
 HARNESS_ORIGINS = {DEFAULT_ORIGIN, EMBEDDED_ORIGIN}
 DEFAULT_SYSTEM = "local"
 DEFAULT_RECIPE = declared.default("recipe")
-
-
-def folder_name_problem(what: str, name: str) -> str | None:
-    """Why `name` cannot be one folder's name (org, system_name), or None."""
-    if not name or name.strip() != name or name.startswith(".") or any(c in name for c in "/\\"):
-        return (f"{what} {name!r} names a folder: it must not be empty, start with a dot or a "
-                "space, end with a space, or hold a slash")
-    if len(name) > 100:
-        return f"{what} is {len(name)} characters long; a folder name of at most 100 is needed"
-    return None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -204,14 +194,8 @@ def in_repository(path: str | Path) -> Path:
     return path if path.is_absolute() else REPO_ROOT / path
 
 
-def available_recipes() -> list[str]:
-    return sorted(p.stem for p in RECIPES_DIR.glob("*.yaml"))
-
-
 def _recipe_file(name: str) -> tuple[Path, dict[str, Any]]:
-    path = RECIPES_DIR / f"{name}.yaml"
-    if not path.is_file():
-        raise ConfigError(f"unknown recipe {name!r}. Known recipes: {', '.join(available_recipes())}")
+    path = recipe_path(name)
     try:
         return path, yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as exc:
@@ -303,7 +287,9 @@ def resolve(system: str | None = None, overrides: dict[str, str] | None = None,
                                                     if "recipe" in layer), None)
                    or harness.get("recipe") or DEFAULT_RECIPE)
     settings = load_recipe(recipe_name)
-    origins = {key: f"submission/recipes/{recipe_name}.yaml" for key in settings}
+    shown = recipe_path(recipe_name)
+    origins = {key: str(shown.relative_to(REPO_ROOT) if shown.is_relative_to(REPO_ROOT) else shown)
+               for key in settings}
     for key, default in declared.defaults().items():
         settings.setdefault(key, copy.deepcopy(default))
     above_system = {key: value for _, layer in layers for key, value in layer.items()} | overrides
@@ -314,7 +300,8 @@ def resolve(system: str | None = None, overrides: dict[str, str] | None = None,
     for origin, layer in layers:
         _apply(settings, layer, origin, origins)
     _apply(settings, overrides, "the command line", origins)
-    settings["recipe"], settings["dataset"] = recipe_name, dataset
+    settings["dataset"] = dataset
+    settings["recipe"] = str(shown) if recipe_name.endswith(RECIPE_FILE) else recipe_name     # a file: its path
     if settings["scale_schedule_ratio"] is None:
         raise ConfigError(
             f"recipe={recipe_name} leaves scale_schedule_ratio to you, as its published file "
@@ -354,14 +341,11 @@ def validate(config: Config) -> None:
             problems.append(f"{key}={value!r} {problem} ({config.origin(key)})")
         elif problem:
             problems.append(f"{key} {problem}, not {value!r} ({config.origin(key)})")
-    for what, name, origin in (
-            ("org", config.org, config.origin("org")),
-            ("system_name", config.descriptor.system_name, f"systems/{config.system_id}.json")):
-        if what == "system_name" and not name and config.descriptor.of_this_machine:
-            continue        # named from the machine it runs on (preflight.resolve_here)
-        problem = folder_name_problem(what, str(name))
-        if problem:
-            problems.append(f"{problem} ({origin})")
+    org, system_name = config.org, config.descriptor.system_name
+    found = [(folder_name_problem("org", str(org)), config.origin("org"))]
+    if system_name or not config.descriptor.of_this_machine:   # else named from the machine it runs on
+        found.append((system_name_problem(str(system_name)), f"systems/{config.system_id}.json"))
+    problems += [f"{problem} ({origin})" for problem, origin in found if problem]
     for key in ("results_dir", "cache_dir"):
         if not getattr(config, key).strip():
             problems.append(f"{key} is empty: name a folder (default {declared.default(key)!r})")

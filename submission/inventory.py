@@ -257,7 +257,8 @@ def local_system_name(found: list[GPU], vcpus: int) -> str:
     not resumed on other hardware (campaign.load_campaign)."""
     if not found:
         return f"local_cpu_{vcpus}c"
-    return f"local_{len(found)}x{'+'.join(sorted({g.kind for g in found}))}"
+    kinds = "_".join(sorted({g.kind for g in found}))
+    return f"local_{len(found)}x{re.sub(r'[^A-Za-z0-9._-]', '-', kinds)}"     # a safe name (names.py)
 
 
 def accelerator_fields(found: list[GPU]) -> dict[str, str]:

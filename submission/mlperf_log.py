@@ -13,6 +13,7 @@ from mlperf_logging.mllog import constants as C
 from mlperf_logging.mllog.mllog import MLLogger
 
 from .config import Config
+from .names import recipe_name
 
 if TYPE_CHECKING:       # for the annotations only: torch is the trainer's
     from torch import nn
@@ -81,7 +82,7 @@ class RunLog:
         self.event(C.EVAL_SAMPLES, eval_samples)
         self.event(C.MODEL_BN_SPAN, config.batch_per_device)
         # not MLPerf keys: which recipe ran, and its methods, for whoever reads the log
-        self.event("recipe", config.recipe, metadata={"methods": config.methods})
+        self.event("recipe", recipe_name(config.recipe), metadata={"methods": config.methods})
         # No opt_* keys: they name MLPerf's reference optimisers (sgd, lars), and the
         # decoupled SGDW of the recipe is neither; the open division does not require
         # them, and the published entry's logs carry none.

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .config import folder_name_problem
+from .names import folder_name_problem, recipe_name, recipe_name_problem
+from .redaction import redacted_record
 from .results import RULESET, CampaignRecord, read_campaign
 from .run_folder import BENCHMARK, ResultsRoot
 from .system_descriptor import SystemDescriptor
@@ -137,7 +138,7 @@ class _System:
     @property
     def impl(self) -> str:
         recipe = self.settings.get("recipe")
-        return f"pytorch-{recipe}" if recipe else DEFAULT_IMPL
+        return f"pytorch-{recipe_name(recipe)}" if recipe else DEFAULT_IMPL
 
 
 def _load_system(results_dir: Path, name: str, org: str) -> _System:
@@ -166,6 +167,7 @@ def _load_system(results_dir: Path, name: str, org: str) -> _System:
     campaign = read_campaign(folder)
     if campaign is None:        # its file was found above; read_campaign says None only without one
         raise ValueError(f"cannot package system {name!r}: {campaign_file} is missing")
+    _refuse_unsafe_names(campaign, campaign_file)
 
     # The logs cannot be edited: refuse a package that would contradict them.
     logged = _logged_submission(results[0])
@@ -183,6 +185,22 @@ def _load_system(results_dir: Path, name: str, org: str) -> _System:
     if problems:
         raise ValueError(f"cannot package system {name!r}: " + "; ".join(problems))
     return _System(name, folder, results, description, campaign)
+
+
+def _refuse_unsafe_names(campaign: CampaignRecord, record: Path) -> None:
+    """A ValueError when a name in `record` (any results= folder's, so not trusted) would
+    become a folder or a command outside the safe names (names.py)."""
+    recipe = campaign.settings.get("recipe")
+    if recipe is not None:
+        problem = recipe_name_problem(str(recipe))
+        if problem:
+            raise ValueError(f"cannot package: recipe {recipe!r} in {record} {problem}; "
+                             "a campaign the harness ran records one")
+    if campaign.system:
+        problem = folder_name_problem("system", campaign.system)
+        if problem:
+            raise ValueError(f"cannot package: system {campaign.system!r} in {record} names a folder "
+                             f"that is not safe ({problem}); a campaign the harness ran records a safe one")
 
 
 def _assemble(root: Path, systems: list[_System], org: str, repo_root: Path) -> None:
@@ -204,7 +222,7 @@ def _assemble(root: Path, systems: list[_System], org: str, repo_root: Path) -> 
         (impl_dir / "configs").mkdir()
         for system in members:
             (impl_dir / "configs" / f"{system.name}.json").write_text(
-                json.dumps(system.campaign.to_dict(), indent=2) + "\n")
+                json.dumps(redacted_record(system.campaign.to_dict(), repo_root), indent=2) + "\n")
         (impl_dir / "README.md").write_text(_readme(impl, members, org, repo_root))
 
 
@@ -239,7 +257,7 @@ def _readme(impl: str, systems: list[_System], org: str, repo_root: Path) -> str
     from . import settings as declared
     from .score import summarize
 
-    recipe = systems[0].settings.get("recipe", "mild")
+    recipe = recipe_name(str(systems[0].settings.get("recipe", "mild")))
     lines = [f"# ResNet-50, {impl} ({org})", "",
              f"PyTorch ResNet-50 trained with the `{recipe}` recipe "
              f"(`submission/recipes/{recipe}.yaml`), FFCV data loading, timed and logged "

@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import inventory, node_network, tracking
-from .config import HARNESS_ORIGINS, Config, ConfigError, resolve
+from . import inventory, node_network, page_cache, tracking
+from .config import HARNESS_ORIGINS, Config, ConfigError, in_repository, resolve
 from .loader_kinds import recipe_loader_if_replaced
+from .private_folder import cache_dir_problems
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,8 @@ def launch_plan(config: Config) -> LaunchPlan:
         config = config.replaced({"workers_per_device": workers.workers}, workers.origin)
         notes.append(workers.note)
     problems += data_dir_problems(config) + tracking.problems(config.trackers)
+    problems += cache_dir_problems(in_repository(config.cache_dir), config.compile)
+    problems += [p for p in [page_cache.problem(config.cache_clear_cmd)] if p]
     notes += recipe_changes(config)
     meeting = node_network.meeting(config)
     problems += [meeting.problem] if meeting.problem else []

@@ -198,6 +198,11 @@ class GridFolder:
         return PointFolder(self.path / "points" / slug)
 
 
+# the harness's own folders beside the campaigns' (no system may be named so)
+ARCHIVE, PACKAGE, TRADEOFF, QUALIFY = "archive", "package", "tradeoff", "qualify"
+HARNESS_FOLDERS = (ARCHIVE, PACKAGE, TRADEOFF, QUALIFY)
+
+
 @dataclass(frozen=True)
 class ResultsRoot:
     """results_dir: the campaigns' folders, and what is made beside them."""
@@ -207,18 +212,18 @@ class ResultsRoot:
         return CampaignFolder(self.path / system_name)
 
     def archive(self, system_name: str, stamp: str) -> Path:
-        return self.path / "archive" / f"{system_name}-{stamp}"
+        return self.path / ARCHIVE / f"{system_name}-{stamp}"
 
     @property
     def packages(self) -> Path:
-        return self.path / "package"
+        return self.path / PACKAGE
 
     def grid(self, grid_name: str, system_name: str) -> GridFolder:
-        return GridFolder(self.path / "tradeoff" / grid_name / system_name)
+        return GridFolder(self.path / TRADEOFF / grid_name / system_name)
 
     @property
     def published_points(self) -> Path:
-        return self.path / "tradeoff" / "published"
+        return self.path / TRADEOFF / "published"
 
     def qualify(self, system_name: str, stamp: str) -> Path:
-        return self.path / "qualify" / f"{system_name}-{stamp}"
+        return self.path / QUALIFY / f"{system_name}-{stamp}"

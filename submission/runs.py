@@ -22,7 +22,7 @@ import threading
 from pathlib import Path
 from typing import TextIO
 
-from . import said
+from . import page_cache, said
 from . import settings as declared
 from .config import REPO_ROOT, Config
 from .heartbeat import NODE_LOST_EXIT
@@ -55,12 +55,16 @@ def torchrun_command(config: Config, train_args: TrainArgs, shown: dict[str, str
 
 
 def clear_cache(config: Config, say: str = "[campaign]") -> bool:
-    """Run cache_clear_cmd (from the system descriptor or the command line only), saying so."""
+    """Run cache_clear_cmd (from the system descriptor or the command line only), without a
+    shell (page_cache), saying so."""
     if not config.cache_clear_cmd:
         return False
     print(f"{say} clearing the page cache: `{config.cache_clear_cmd}` (cache_clear_cmd, "
           f"from {config.origin('cache_clear_cmd')})", flush=True)
-    done = subprocess.run(config.cache_clear_cmd, shell=True, capture_output=True, text=True)
+    try:
+        done = subprocess.run(page_cache.words(config.cache_clear_cmd), capture_output=True, text=True)
+    except OSError as error:        # no such program, not executable
+        done = subprocess.CompletedProcess(config.cache_clear_cmd, 127, "", str(error))
     if done.returncode:
         raise CampaignError(
             f"cache_clear_cmd `{config.cache_clear_cmd}` failed ({done.stderr.strip() or done.returncode}); "

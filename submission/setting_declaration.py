@@ -36,6 +36,7 @@ from typing import Any, Literal, get_args, get_origin
 
 RECIPE, HARNESS, OPERATIONAL = "recipe", "harness", "operational"
 KINDS = (RECIPE, HARNESS, OPERATIONAL)
+HOST = "host"       # what a setting's value names (declare's `names=`): a machine
 # A bench profile records the settings marked RECORDED or COMPARED; `project` warns when the
 # projected run's value of a COMPARED one differs from the profile's (the step's rate depends on it).
 RECORDED, COMPARED = "recorded", "compared"
@@ -108,6 +109,8 @@ class Declaration:
     profile: str = ""
     # a command option's: the --flag(s) of earlier versions, read with a notice
     flag: str | tuple[str, ...] = ""
+    # a setting that names a machine (HOST): redacted where records leave it (redaction.py)
+    names: str = ""
 
     def choices(self) -> Range | tuple[str, ...] | None:
         return self.admits() if callable(self.admits) else self.admits
@@ -220,18 +223,18 @@ def _comma_words(value: Any) -> list[str]:
 
 def declare(meaning: str = "", default: Any = MISSING, *, admits: Admits | object = None, many: bool = False,
             kind: str = "", also: tuple[str, ...] = (), profile: str = "",
-            flag: str | tuple[str, ...] = "") -> Any:
+            flag: str | tuple[str, ...] = "", names: str = "") -> Any:
     """One declared value: a dataclass field (its annotation is its type), what it means, its
     default (none: it must be given), what it admits (a Range, a Literal type of the words of
-    a comma list, a function giving words); a setting's kind (and `also`, `profile`), a
-    command option's earlier --flag(s). `declarations` reads it back."""
+    a comma list, a function giving words); a setting's kind (and `also`, `profile`, and
+    `names=HOST` for one that names a machine), a command option's earlier --flag(s). `declarations` reads it back."""
     if kind and kind not in KINDS:
         raise ValueError(f"a setting's kind is one of {', '.join(KINDS)}, not {kind!r}")
     if kind == RECIPE and default is not MISSING:
         raise ValueError("a recipe setting's value lives in the recipe files, not here")
     words = get_args(admits) if get_origin(admits) is Literal else admits
     declaration = Declaration(meaning, default, admits=typing.cast(Admits, words), many=many, kind=kind,
-                              also=also, profile=profile, flag=flag)
+                              also=also, profile=profile, flag=flag, names=names)
     return dataclasses.field(default=default, metadata={DECLARATION: declaration})
 
 

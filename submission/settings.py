@@ -35,6 +35,7 @@ from .setting_declaration import (
     COMPARED,
     FRACTION,
     HARNESS,
+    HOST,
     OPERATIONAL,
     RECIPE,
     RECORDED,
@@ -108,13 +109,19 @@ class RecipeSettings:
 @dataclass(frozen=True, kw_only=True)
 class HarnessSettings:
     """The harness's defaults that change what a run computes."""
-    recipe: str = declare("recipe file under submission/recipes/ (mild, medium, hot, baseline)",
+    recipe: str = declare("a shipped recipe (mild, medium, hot, baseline: submission/recipes/) "
+                          "or a recipe file of yours, by its path ending in .yaml",
                           "mild", profile=RECORDED, kind=HARNESS)
     dataset: Dataset = declare("imagenet (an image folder), fashion-mnist (the embedded campaign: "
                                "submission/embedded.yaml), or auto: imagenet when data_dir is set",
                                "imagenet", also=("auto",), kind=HARNESS)
     skip_bad_images: bool = declare("skip unusable images (unreadable, or too small for the "
                                     "pipeline; counted, listed) instead of failing", False, kind=HARNESS)
+    # ImageNet's photos are a few megapixels; PIL's own guard (~179 M) is lifted for the
+    # user's images (data/sources.py), this one is read from each image's header first
+    max_image_pixels: int = declare("refuse an image over this many pixels (or skip it, with "
+                                    "skip_bad_images), read from its header before it is decoded",
+                                    100_000_000, admits=AT_LEAST_1, kind=HARNESS)
     write_mode: WriteMode = declare("FFCV RGBImageField write_mode: raw, jpg, proportion, smart "
                                     "(published: proportion; docs/throughput.md, bench sweep=loader)",
                                     "proportion", kind=HARNESS)
@@ -178,7 +185,8 @@ class OperationalSettings:
                                       "per process", 8,
                                       admits=AT_LEAST_1, profile=RECORDED, kind=OPERATIONAL)
     node_rank: int = declare("this node's rank in a multi-node campaign", 0, admits=AT_LEAST_0, kind=OPERATIONAL)
-    master_addr: str = declare("rendezvous host (node 0) for torchrun", "127.0.0.1", kind=OPERATIONAL)
+    master_addr: str = declare("rendezvous host (node 0) for torchrun", "127.0.0.1", kind=OPERATIONAL,
+                               names=HOST)
     master_port: int = declare("rendezvous port for torchrun", 29500, admits=Range(1, 65535), kind=OPERATIONAL)
     lost_node_seconds: float = declare("several nodes: a node silent this long (no heartbeat) is taken as "
                                        "lost, and the others stop the run, keeping its partial log",
@@ -234,6 +242,11 @@ DECLARED: dict[str, Declaration] = declarations(Settings)
 
 def kind(name: str) -> str:
     return DECLARED[name].kind
+
+
+def names_a_host(name: str) -> bool:
+    """Whether setting `name`'s value names a machine (declared `names=HOST`)."""
+    return name in DECLARED and DECLARED[name].names == HOST
 
 
 def meaning(name: str) -> str:

@@ -153,10 +153,16 @@ def load_descriptor(system: str) -> SystemDescriptor:
         raise ConfigError(f"unknown system {system!r}: no {path}. "
                           f"Known systems: {', '.join(available_systems())}")
     try:
-        descriptor = json.loads(path.read_text())
+        descriptor = json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path} is not UTF-8 (byte {exc.start}): save it as UTF-8 and run again") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: "
                           f"{exc.msg}): fix the file and run again") from None
+    if not isinstance(descriptor, dict):
+        held = "a list" if isinstance(descriptor, list) else json.dumps(descriptor)
+        raise ConfigError(f"{path} holds {held}, not an object of MLPerf system-description fields: "
+                          "fix the file and run again")
     missing = [f for f in MLPERF_REQUIRED_FIELDS if f not in descriptor]
     if missing:
         raise ConfigError(f"{path} lacks MLPerf system-description fields: {', '.join(missing)}")

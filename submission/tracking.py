@@ -34,6 +34,7 @@ from typing import Any
 
 from .energy import Energy
 from .progress import ENERGY, EVAL, WINDOW
+from .redaction import redacted_settings
 
 # the trackers `tracker=` names (its choices are declared with the settings: settings.py)
 TENSORBOARD, WANDB = "tensorboard", "wandb"
@@ -198,7 +199,7 @@ def open_tracking(target: Target | None, config: dict[str, Any], label: str) -> 
         return None
     tracking = Tracking([], label)
     makers = {TENSORBOARD: lambda: TensorBoardWriter(Path(target.event_dir)),
-              WANDB: lambda: WandbWriter(target, config)}
+              WANDB: lambda: WandbWriter(target, redacted_settings(config))}
     for name in target.trackers:
         try:
             tracking.writers.append(makers[name]())
@@ -216,7 +217,7 @@ def write_point_hparams(folder: Path, hparams: dict[str, Any], figures: dict[str
         from torch.utils.tensorboard import SummaryWriter
         from torch.utils.tensorboard.summary import hparams as hparams_summaries
         metrics = {POINT_FIGURES[key]: float(value) for key, value in figures.items() if value is not None}
-        _, start, end = hparams_summaries(hparams, metrics)
+        _, start, end = hparams_summaries(redacted_settings(hparams), metrics)
         with SummaryWriter(log_dir=str(folder), filename_suffix=HPARAMS_FILE_SUFFIX) as writer:
             writer.file_writer.add_summary(start)
             writer.file_writer.add_summary(end)

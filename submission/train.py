@@ -42,6 +42,7 @@ from .loaders import compile_cache, ffcv_threads
 from .loaders.protocol import Loader, one_epoch
 from .loaders.run_loaders import run_loaders
 from .mlperf_log import RunLog
+from .private_folder import numba_folder
 from .progress import Reporter
 from .run_folder import partial_of
 from .run_plan import RunPlan
@@ -92,7 +93,7 @@ def set_up(config: Config, data: PreparedData, ctx: dist_utils.Context, seed: in
     the MLPerf log's set-up entries and, with warmup=true, the warm-ups."""
     seed_everything(seed)
     # before FFCV's first import, which compiles numba code: kept for the campaign's next runs
-    compile_cache.install(cache_folder(config) / "numba")
+    compile_cache.install(numba_folder(cache_folder(config)))
     ffcv_threads.install()      # else FFCV's Loaders set torch's threads to their worker count
     if ctx.device.type == "cpu":
         torch.set_num_threads(inventory.cpu_threads(config))

@@ -40,6 +40,7 @@ from .loaders import compile_cache
 from .loaders.protocol import Loader, one_epoch
 from .methods.sam import SAM
 from .out_of_memory import At
+from .private_folder import inductor_folder, make_private, refuse_untrusted
 from .run_plan import RunPlan
 from .step import RecipeStep
 
@@ -201,7 +202,7 @@ def compiled(net: torch.nn.Module, cache_dir: Path, sizes: int, cuda_graphs: boo
     """torch.compile with static shapes, room for `sizes` input sizes; Inductor's on-disk
     cache under cache_dir, so that runs 2-5 of a campaign (new processes) reuse what run 1
     compiled. A cache folder the user chose (TORCHINDUCTOR_CACHE_DIR set to anything but
-    torch's default) is kept.
+    torch's default) is kept. Either is refused when others could write it (private_folder).
     Each size is one more compilation of the same forward; past torch._dynamo's
     recompile_limit (8) torch runs the new sizes eagerly with only a warning, and Mild's
     schedule has 13 sizes: its 5 largest, 40% of the run, would not be compiled.
@@ -216,7 +217,9 @@ def compiled(net: torch.nn.Module, cache_dir: Path, sizes: int, cuda_graphs: boo
     chosen = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     if chosen is None or os.path.abspath(chosen) == os.path.abspath(default_cache_dir()):
         # torch writes its default into the variable the first time it looks it up
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir / "inductor")
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(inductor_folder(cache_dir))
+    refuse_untrusted(Path(os.environ["TORCHINDUCTOR_CACHE_DIR"]), "TorchInductor's compiled code")
+    make_private(Path(os.environ["TORCHINDUCTOR_CACHE_DIR"]))
     # torch.compile of a module returns a module (OptimizedModule), typed as any callable
     if not cuda_graphs:
         return cast(torch.nn.Module, torch.compile(net, dynamic=dynamic))

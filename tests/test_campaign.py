@@ -13,6 +13,7 @@ import pytest
 
 from submission import campaign, runs
 from submission.config import resolve
+from submission.errors import ConfigError
 from submission.jsonfile import write_json
 from submission.results import CampaignError, campaign_folder
 from submission.system_json import run_description
@@ -355,3 +356,37 @@ def test_the_fitted_loader_workers_are_what_the_campaign_records(cpus, tmp_path,
                       "--progress", str(progress / "run_0.jsonl"),
                       "--track", campaign.tracking_target(cfg, 0).to_text(),
                       "--result", str(folder / "resnet" / "result_0.txt"), "--cache-cleared", "false"]]
+
+
+@pytest.mark.parametrize("command, needs", [
+    ("touch {a}; touch {b}", "`;`"), ("touch {a} && touch {b}", "`&&`"), ("touch {a} > {b}", "`>`"),
+    ("touch $(echo {b})", "`$`"), ("touch {a} | tee {b}", "`|`"),
+])
+def test_a_cache_clearing_command_that_needs_a_shell_is_refused_before_anything_runs(tmp_path, command, needs):
+    from submission import preflight
+    from submission.config import resolve
+    a, b = tmp_path / "a", tmp_path / "b"
+    config = resolve("cpu", {"cache_clear_cmd": command.format(a=a, b=b), "cache_dir": str(tmp_path / "c")})
+    (problem,) = [p for p in preflight.launch_plan(config).problems if "cache_clear_cmd" in p]
+    assert f"needs a shell ({needs})" in problem and "sysctl -w vm.drop_caches=3" in problem
+    with pytest.raises(ConfigError, match="needs a shell"):
+        runs.clear_cache(config)
+    assert not a.exists() and not b.exists()
+
+
+def test_the_cache_clearing_command_runs_without_a_shell(tmp_path):
+    """Quoted words reach the command whole, and nothing is expanded by a shell."""
+    from submission.config import resolve
+    config = resolve("cpu", {"cache_clear_cmd": f"touch '{tmp_path}/one file' {tmp_path}/'*'"})
+    assert runs.clear_cache(config)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["*", "one file"]
+
+
+def test_every_shipped_system_clears_the_page_cache_without_a_shell():
+    from submission import page_cache
+    systems = sorted(p.stem for p in (Path(runs.REPO_ROOT) / "systems").glob("*.json"))
+    assert len(systems) > 10
+    for system in systems:
+        command = resolve(system, {"dataset": "imagenet", "data_dir": "images"}).cache_clear_cmd
+        assert page_cache.words(command) == ["sysctl", "-w", "vm.drop_caches=3"], system
+    assert resolve("cpu").cache_clear_cmd == ""          # the embedded campaign clears nothing

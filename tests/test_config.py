@@ -52,7 +52,8 @@ def test_bf16_is_refused_on_v100_systems_and_allowed_on_a100():
 
 
 def test_recipe_files_are_type_checked(tmp_path, monkeypatch):
-    monkeypatch.setattr(config, "RECIPES_DIR", tmp_path)
+    from submission import names
+    monkeypatch.setattr(names, "RECIPES_DIR", tmp_path)
     (tmp_path / "mild.yaml").write_text((config.REPO_ROOT / "submission/recipes/mild.yaml").read_text())
     (tmp_path / "odd.yaml").write_text("base: mild\nmomentum: fast\n")
     with pytest.raises(ConfigError, match=r"momentum takes a number, not 'fast' \(in .*odd.yaml\)"):
@@ -79,7 +80,7 @@ def test_overrides_are_typed_and_the_command_line_wins():
     ({"seeds": "1,2"}, "seeds lists 2 seeds for runs=5"),
     ({"runs": "2", "seeds": "7,7"}, "seeds must be distinct"),
     ({"warmup_epochs": "50", "epochs": "10", "scale_schedule_ratio": "1"}, "warmup"),
-    ({"recipe": "spicy"}, "unknown recipe 'spicy'"),
+    ({"recipe": "spicy"}, "recipe=spicy: neither a shipped recipe"),
     ({"system": "z9"}, "unknown system 'z9'"),
     ({"loss": "hinge"}, "loss must be one of bce, cross_entropy, not 'hinge'"),
     ({"write_mode": "foo"}, "write_mode must be one of raw, jpg, proportion, smart"),

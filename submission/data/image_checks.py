@@ -1,9 +1,10 @@
 """Which images of a folder can go through the pipeline, checked before any is written.
 
-Every image is decoded once; an unreadable one, or one so small that a stored side or the
-evaluation crop would be 0 px, fails the step, naming every bad path, unless
-skip_bad_images=true, which leaves them out, counts them, and lists them in
-`skipped_images.txt` beside the .beton files (an MLPerf run should train on the whole
+Every image's size is read from its header: one over max_image_pixels is refused without
+being decoded (a decompression bomb). Every other image is decoded once; an unreadable
+one, or one so small that a stored side or the evaluation crop would be 0 px, fails the
+step, naming every bad path, unless skip_bad_images=true, which leaves them out, counts
+them, and lists them in `skipped_images.txt` beside the .beton files (an MLPerf run should train on the whole
 data set: skipping is opt-in). The verdicts are remembered in `verified-<split>.json`
 beside the .beton files, by path, size and mtime, so an unchanged data set is not decoded
 again on the next invocation.
@@ -12,10 +13,16 @@ from __future__ import annotations
 
 import functools
 import json
+import multiprocessing
+import os
+import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 from .. import said
 from ..config import Config, ConfigError
@@ -29,9 +36,22 @@ def manifest_path(folder: Path, split_name: str) -> Path:
     return folder / f"verified-{split_name}.json"
 
 
-def _check_image(path: Path) -> tuple[str | None, int, int]:
-    """(why it cannot be used or None, height, width) of one image file."""
+def pixel_problem(height: int, width: int, max_pixels: int) -> str | None:
+    """Why an image of this size is refused before it is decoded (max_image_pixels), or None."""
+    if height * width <= max_pixels:
+        return None
+    return (f"{width}x{height} px ({width * height:,} pixels) is over max_image_pixels={max_pixels}: "
+            "decoded, it would take that many times 3 bytes, in each worker")
+
+
+def _check_image(path: Path, max_pixels: int) -> tuple[str | None, int, int]:
+    """(why it cannot be used or None, height, width) of one image file: its size read from
+    its header first, and an image over max_pixels refused without being decoded."""
     try:
+        width, height = sources.image_size(path)
+        over = pixel_problem(height, width, max_pixels)
+        if over:
+            return over, height, width
         image = sources.load_rgb(path)
         if image.ndim != 3 or min(image.shape[:2]) < 1:
             return f"decoded to shape {image.shape}", 0, 0
@@ -62,12 +82,13 @@ def too_small(height: int, width: int, config: Config, split_name: str) -> str |
     return None
 
 
-def check_images(split: sources.FolderSplit, workers: int, manifest: Path,
+def check_images(split: sources.FolderSplit, workers: int, manifest: Path, max_pixels: int,
                  unusable: Callable[[int, int], str | None] = lambda height, width: None) -> None:
     """Decode every image whose (size, mtime) this manifest has not seen verified; record
-    the unreadable ones, and those `unusable(height, width)` refuses, in split.bad. The
-    manifest (beside the .beton files) remembers each verdict and size, so an unchanged
-    data set is not decoded again on the next invocation."""
+    the unreadable ones, those over max_pixels (read from their header, never decoded) and
+    those `unusable(height, width)` refuses, in split.bad. The manifest (beside the .beton
+    files) remembers each verdict and size, so an unchanged data set is not decoded again on
+    the next invocation; an image over the limit is not remembered (a higher limit decodes it)."""
     known = _read_manifest(manifest)
     verdicts: dict[str, list] = {}
     todo = []
@@ -81,21 +102,65 @@ def check_images(split: sources.FolderSplit, workers: int, manifest: Path,
             todo.append((path, key, stat))
     if todo:
         progress = ProgressMeter(f"checking {sources.display(split.root)}", len(todo))
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            for (_, key, stat), (problem, height, width) in zip(
-                    todo, pool.map(_check_image, [p for p, _, _ in todo], chunksize=64)):
-                verdicts[key] = [stat.st_size, stat.st_mtime_ns, problem, height, width]
-                progress.advance()
+        for (_, key, stat), (problem, height, width) in zip(
+                todo, checked([p for p, _, _ in todo], workers, max_pixels)):
+            verdicts[key] = [stat.st_size, stat.st_mtime_ns, problem, height, width]
+            progress.advance()
         progress.done()
     if len(todo) < len(split.samples):
         said.say(f"[prepare] {len(split.samples) - len(todo)} images of {sources.display(split.root)} "
                  f"unchanged since verified ({manifest.name}): not decoded again", file=sys.stderr)
     for path, _ in split.samples:
         _, _, problem, height, width = verdicts[str(path)]
-        problem = problem or unusable(height, width)
+        problem = problem or pixel_problem(height, width, max_pixels) or unusable(height, width)
         if problem:
             split.bad.append((path, problem))
-    write_json(manifest, {**known, **verdicts}, compact=True)
+    write_json(manifest, {**known, **{key: seen for key, seen in verdicts.items()
+                                      if not pixel_problem(seen[3], seen[4], max_pixels)}}, compact=True)
+
+
+_slot: list = []        # in a check's worker process: (every worker's slot, this one's index)
+
+
+def _claim_slot(slots: Any, claimed: Any) -> None:
+    """A worker's start: a slot of its own, where it notes the image it decodes (1-based; 0:
+    none). Ended by the pool (SIGTERM: another worker died), it empties its slot first, so
+    that the one slot left names the image whose worker was lost."""
+    with claimed.get_lock():
+        index = claimed.value
+        claimed.value += 1
+    _slot[:] = [slots, index]
+
+    def ended_by_the_pool(signum: int, frame: FrameType | None) -> None:
+        slots[index] = 0
+        os._exit(1)
+    signal.signal(signal.SIGTERM, ended_by_the_pool)
+
+
+def _check_numbered(item: tuple[int, Path], max_pixels: int) -> tuple[str | None, int, int]:
+    slots, index = _slot
+    slots[index] = item[0] + 1
+    verdict = _check_image(item[1], max_pixels)
+    slots[index] = 0
+    return verdict
+
+
+def checked(paths: list[Path], workers: int, max_pixels: int) -> Iterator[tuple[str | None, int, int]]:
+    """Each image's verdict, in order, from `workers` processes; a worker lost (killed for
+    memory) is a ConfigError, one line, naming the image it was decoding."""
+    slots, claimed = multiprocessing.Array("q", workers, lock=False), multiprocessing.Value("i", 0)
+    with ProcessPoolExecutor(max_workers=workers, initializer=_claim_slot, initargs=(slots, claimed)) as pool:
+        try:
+            yield from pool.map(functools.partial(_check_numbered, max_pixels=max_pixels),
+                                enumerate(paths), chunksize=64)
+        except BrokenProcessPool:
+            pool.shutdown(wait=True)        # the other workers ended (their slots emptied)
+            lost = [sources.display(paths[number - 1]) for number in slots if number]
+            raise ConfigError(
+                f"a worker process of the image check ended abruptly while it decoded "
+                f"{' or '.join(lost) or 'an image'}: most often the kernel's out-of-memory killer (dmesg "
+                "names it). Lower max_image_pixels= (or remove that image), or free memory, and run "
+                "again") from None
 
 
 def _read_manifest(path: Path) -> dict:
@@ -128,7 +193,7 @@ def drop_unusable(splits: tuple[sources.FolderSplit, sources.FolderSplit], folde
             print(f"[prepare] ignoring {len(split.ignored)} entries that are not image files in "
                   f"{sources.display(split.root)} (e.g. {sources.display(split.ignored[0])})"
                   f"{_archives_note(split.ignored)}", file=sys.stderr)
-        check_images(split, workers, manifest_path(folder, name),
+        check_images(split, workers, manifest_path(folder, name), config.max_image_pixels,
                      functools.partial(too_small, config=config, split_name=name))
         bad += split.bad
     listing = folder / "skipped_images.txt"

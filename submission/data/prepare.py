@@ -15,6 +15,7 @@ import numpy as np
 
 from ..config import Config, ConfigError, in_repository
 from ..loader_kinds import kind_of
+from ..private_folder import make_private
 from . import sources
 from .beton_cache import cached_beton, head_sha256, write_settings
 from .beton_samples import refuse_unreadable
@@ -84,8 +85,8 @@ def prepare(config: Config, world_size: int | None = None) -> PreparedData:
     train, val, name = _source_splits(config)
     if world_size:
         refuse_fewer_than_one_batch(len(train), config.batch_per_device, world_size)
-    folder = cache_folder(config) / name
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = make_private(cache_folder(config)) / name
+    folder.mkdir(exist_ok=True)
     skipped = 0
     if isinstance(train, sources.FolderSplit):
         skipped = drop_unusable((train, val), folder, config, workers)

@@ -13,11 +13,13 @@ from __future__ import annotations
 import csv
 import gzip
 import hashlib
+import math
 import os
 import struct
 import subprocess
 import sys
-from collections.abc import Iterator
+import zlib
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +37,7 @@ IMAGE_EXTENSIONS = {".jpeg", ".jpg", ".jfif", ".png", ".gif", ".bmp", ".webp", "
                     ".ppm"}
 ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".zip", ".7z", ".rar")
 LABEL_HEADERS = ("ImageId", "image", "filename", "file", "id")   # first column, any case
+IDX_LARGEST = 1 << 28       # bytes of data: Fashion-MNIST's largest idx file holds 47,040,000
 FASHION_MNIST_PACKAGE_DIR = Path("/usr/share/datasets/fashion-mnist")
 FASHION_MNIST_CLASSES = ("t-shirt", "trouser", "pullover", "dress", "coat",
                          "sandal", "shirt", "sneaker", "bag", "ankle-boot")
@@ -57,6 +60,12 @@ def _no_pixel_limit() -> Iterator[None]:
         yield
     finally:
         Image.MAX_IMAGE_PIXELS = saved
+
+
+def image_size(path: Path) -> tuple[int, int]:
+    """(width, height) from the image's header: PIL opens lazily, and nothing is decoded."""
+    with _no_pixel_limit(), Image.open(path) as image:
+        return image.size
 
 
 def load_rgb(path: Path) -> np.ndarray:
@@ -362,18 +371,40 @@ def _refuse_image_folder(folder: Path) -> None:
 
 
 def _read_idx(path: Path) -> np.ndarray:
+    """An unsigned-byte idx file (gzipped or not), read no further than its header declares:
+    a gzip bomb or a damaged file is one line naming it."""
     found = _idx_file(path)
     if found is None:
         raise ConfigError(f"missing Fashion-MNIST file {path}.gz (or its unzipped form)")
-    raw = gzip.decompress(found.read_bytes()) if found.suffix == ".gz" else found.read_bytes()
-    zero, dtype_code, ndim = struct.unpack(">HBB", raw[:4])
+    try:
+        with gzip.open(found, "rb") if found.suffix == ".gz" else found.open("rb") as file:
+            shape = _idx_shape(found, file.read)
+            size = math.prod(shape)
+            if size > IDX_LARGEST:
+                raise ConfigError(f"{found} declares a shape {shape} of {size} bytes, more than any "
+                                  f"Fashion-MNIST file ({IDX_LARGEST} at most): download it again")
+            raw = file.read(size + 1)
+    except (OSError, EOFError, zlib.error) as error:
+        raise ConfigError(f"{found} is not a gzip file, or a damaged one ({error}): download it again") from None
+    if len(raw) > size:
+        raise ConfigError(f"{found} holds more than the {size} bytes of data its header declares "
+                          f"(shape {shape}): not a Fashion-MNIST file; download it again")
+    if len(raw) < size:
+        raise ConfigError(f"{found} is truncated: {len(raw)} bytes for shape {shape}")
+    return np.frombuffer(raw, dtype=np.uint8).reshape(shape)
+
+
+def _idx_shape(found: Path, read: Callable[[int], bytes]) -> tuple[int, ...]:
+    head = read(4)
+    if len(head) < 4:
+        raise ConfigError(f"{found} is {len(head)} bytes long: too short for an idx file; download it again")
+    zero, dtype_code, ndim = struct.unpack(">HBB", head)
     if zero != 0 or dtype_code != 0x08:
         raise ConfigError(f"{found} is not an unsigned-byte idx file")
-    shape = struct.unpack(">" + "I" * ndim, raw[4:4 + 4 * ndim])
-    data = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim)
-    if data.size != int(np.prod(shape)):
-        raise ConfigError(f"{found} is truncated: {data.size} bytes for shape {shape}")
-    return data.reshape(shape)
+    dims = read(4 * ndim)
+    if len(dims) < 4 * ndim:
+        raise ConfigError(f"{found} is truncated inside its header; download it again")
+    return struct.unpack(">" + "I" * ndim, dims)
 
 
 def load_fashion_mnist(data_dir: str) -> tuple[ArraySplit, ArraySplit]:

@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from ..private_folder import make_private, refuse_untrusted
 from . import ffcv_threads
 
 if TYPE_CHECKING:       # for the annotations only: numba and FFCV are imported where they run
@@ -164,7 +165,9 @@ def _ffcv_digest() -> str:
 class DiskCache:
     """numba's per-dispatcher cache (the part of `numba.core.caching.Cache` a Dispatcher
     calls), one file per function, signature and CPU: `<sha256 of the key>.nbc` in
-    `folder`, holding (key, numba's reduced CompileResult), pickled. A file is written
+    `folder`, holding the key's text (its length first) and then numba's reduced
+    CompileResult, pickled: the key is read and compared before anything is unpickled, so
+    that an entry of another function (or no entry of this harness) never is. A file is written
     whole under a unique name and moved into place, so that ranks writing the same entry
     at once leave one whole file; a file that does not load (truncated, corrupt, another
     key) is reported as a warning, compiled anew and rewritten; a folder that cannot be
@@ -173,20 +176,18 @@ class DiskCache:
     def __init__(self, folder: Path, key: tuple) -> None:
         self.folder, self.key, self.cache_path = folder, key, str(folder)
 
-    def _entry(self, sig: Signature, codegen: JITCPUCodegen) -> tuple[Path, tuple]:
-        key = (self.key, _environment(), codegen.magic_tuple(), sig)
-        name = hashlib.sha256(repr(key[:3] + (str(sig),)).encode()).hexdigest()
-        return self.folder / f"{name}.nbc", key
+    def _entry(self, sig: Signature, codegen: JITCPUCodegen) -> tuple[Path, bytes]:
+        key = repr((self.key, _environment(), codegen.magic_tuple(), str(sig))).encode()
+        return self.folder / f"{hashlib.sha256(key).hexdigest()}.nbc", key
 
     def load_overload(self, sig: Signature, target_context: CPUContext) -> CompileResult | None:
         from numba.core.compiler import CompileResult
         target_context.refresh()
         path, key = self._entry(sig, target_context.codegen())
+        refuse_untrusted(self.folder, "FFCV's compiled pipelines (numba)")
         try:
-            stored, payload = pickle.loads(path.read_bytes())
-            if stored != key:
-                raise ValueError("it holds another function's code")
-            compiled = CompileResult._rebuild(target_context, *payload)
+            payload = _payload_of(path.read_bytes(), key)
+            compiled = CompileResult._rebuild(target_context, *pickle.loads(payload))
             _loaded[0] += 1
             return compiled
         except FileNotFoundError:
@@ -204,8 +205,8 @@ class DiskCache:
         path, key = self._entry(sig, cres.library.codegen)
         temporary = path.with_name(f"{path.name}.{uuid.uuid4().hex}.tmp")
         try:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            temporary.write_bytes(dumps((key, cres._reduce())))
+            make_private(self.folder)
+            temporary.write_bytes(_ENTRY_MARK + len(key).to_bytes(8, "little") + key + dumps(cres._reduce()))
             os.replace(temporary, path)
         except OSError as error:
             with contextlib.suppress(OSError):
@@ -216,6 +217,21 @@ class DiskCache:
     def flush(self) -> None:
         """numba's Cache.flush (called by Dispatcher.recompile): entries are keyed by
         content, so none goes stale here."""
+
+
+_ENTRY_MARK = b"submission-nbc-2\n"     # an entry's first bytes: this layout
+
+
+def _payload_of(entry: bytes, key: bytes) -> bytes:
+    """The pickled part of `entry` when its stored key is `key`; a ValueError, before anything
+    is unpickled, for an entry of another layout or another function."""
+    head = len(_ENTRY_MARK) + 8
+    if not entry.startswith(_ENTRY_MARK) or len(entry) < head:
+        raise ValueError("it is not an entry of this harness's layout")
+    length = int.from_bytes(entry[len(_ENTRY_MARK):head], "little")
+    if entry[head:head + length] != key:
+        raise ValueError("it holds another function's code")
+    return entry[head + length:]
 
 
 def keep_on_disk(dispatcher: object, folder: Path) -> bool:
@@ -337,8 +353,9 @@ def on_disk() -> tuple[Path | None, int]:
 def install(folder: Path | None = None) -> None:
     """Route FFCV's Compiler.compile through the cache (idempotent); with `folder`, keep
     the compiled code there too, for the next process (call it before FFCV's first import:
-    that import compiles numba's typed dict)."""
+    that import compiles numba's typed dict); a ConfigError when others could write it."""
     if folder is not None and _folder != [folder]:
+        refuse_untrusted(folder, "FFCV's compiled pipelines (numba)")
         _folder[:] = [folder]
         _typed_dict_on_disk(folder)
     ffcv_threads.install()      # imports FFCV, keeping torch's thread count

@@ -42,6 +42,8 @@ GRID_KEYS = ("name", "budget", "budgets", "seeds", "baseline", "targets", "setti
 POINT_KEYS = ("target_accuracy", "runs", "seeds")
 # what is the same for every point of a grid by construction, and given on the command line
 COMMAND_LINE_KEYS = ("system", "results_dir", "new_campaign", "package")
+# what runs a command: taken from the system descriptor or the command line only, never a grid file
+COMMAND_KEYS = ("cache_clear_cmd",)
 
 
 @dataclass(frozen=True)
@@ -217,7 +219,10 @@ def _settings_problems(where: str, settings: Any, budget_key: str) -> list[str]:
         return [f"{where}: settings are a mapping (key: value)"]
     problems = []
     for key in settings:
-        if key not in declared.DECLARED and key not in COMMAND_LINE_KEYS:
+        if key in COMMAND_KEYS:
+            problems.append(f"{where}: {key} runs a command: it is taken from the system descriptor "
+                            "or the command line only, never from a grid file; remove it from the grid")
+        elif key not in declared.DECLARED and key not in COMMAND_LINE_KEYS:
             problems.append(f"{where}: unknown setting {key!r} (`python -m submission settings` lists them)")
         elif (key in POINT_KEYS or key in BUDGET_SETS.get(budget_key, ()) or key in COMMAND_LINE_KEYS
               or key == "recipe"):

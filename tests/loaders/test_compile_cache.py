@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import enum
 import io
+import pickle
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from numba import njit
 from numba.core import codegen, config, event
 from PIL import Image
 
+from submission.errors import ConfigError
 from submission.loaders import compile_cache
 from submission.loaders.compile_cache import keep_on_disk
 
@@ -162,3 +164,45 @@ def test_libffcvs_functions_called_by_name_give_ffcvs_bytes():
     for ffcv_output, by_name_output in zip(ffcvs, by_name):
         assert np.array_equal(ffcv_output, by_name_output)
     assert np.array_equal(by_name[2], jpeg)
+
+
+class Planted:
+    """A pickle that would create `marker` when unpickled: code someone else left in the cache."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def test_a_planted_pickle_in_a_folder_others_can_write_is_refused_and_never_runs(tmp_path):
+    folder = tmp_path / "numba"
+    compiles(kept(closure(2.0), folder), ONE)
+    (entry,) = folder.glob("*.nbc")
+    marker = tmp_path / "planted-code-ran"
+    entry.write_bytes(pickle.dumps(Planted(marker)))
+    folder.chmod(0o777)
+    with pytest.raises(ConfigError, match="writable by every user"):
+        kept(closure(2.0), folder)(ONE)
+    with pytest.raises(ConfigError, match="writable by every user.*cache_dir="):
+        compile_cache.install(folder)
+    assert not marker.exists()
+
+
+def test_an_entry_whose_key_does_not_match_is_never_unpickled(tmp_path):
+    """The key beside the payload is read and compared first: an entry of another layout, or
+    of another function, is compiled anew without unpickling anything of it."""
+    compiles(kept(closure(2.0), tmp_path), ONE)
+    (entry,) = tmp_path.glob("*.nbc")
+    marker = tmp_path / "planted-code-ran"
+    entry.write_bytes(pickle.dumps(Planted(marker)))             # no key at all: a bare pickle
+    with pytest.warns(RuntimeWarning, match="could not be loaded"):
+        assert kept(closure(2.0), tmp_path)(ONE) == 3.0
+    assert not marker.exists()
+    foreign_key = b"another function"
+    entry.write_bytes(compile_cache._ENTRY_MARK + len(foreign_key).to_bytes(8, "little") + foreign_key
+                      + pickle.dumps(Planted(marker)))
+    with pytest.warns(RuntimeWarning, match="another function's code"):
+        assert kept(closure(2.0), tmp_path)(ONE) == 3.0
+    assert not marker.exists()

@@ -115,3 +115,14 @@ def test_an_epochs_budget_trains_that_many_epochs_inside_the_recipes_range(tmp_p
     for key in ("epochs", "scale_schedule_ratio"):
         with pytest.raises(ConfigError, match=f"settings: {key} is set by the budgets"):
             _grid(tmp_path, EPOCHS_GRID + f"settings: {{{key}: 1}}\n")
+
+
+@pytest.mark.parametrize("old, new, where", [
+    ("{epochs: 0.1}", "{epochs: 0.1, cache_clear_cmd: 'touch ran'}", "settings"),
+    ("{recipe: baseline}", "{recipe: baseline, cache_clear_cmd: 'touch ran'}", "configuration 'plain'"),
+])
+def test_a_grid_that_sets_the_cache_clearing_command_is_refused_naming_the_key(tmp_path, old, new, where):
+    """A grid file is data someone may hand over: it must not choose a command to run."""
+    with pytest.raises(ConfigError, match=rf"{where}: cache_clear_cmd runs a command: it is taken from "
+                                          r"the system descriptor or the command line only"):
+        _grid(tmp_path, GRID.replace(old, new))
