@@ -13,8 +13,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
-import fcntl
-import os
 import signal
 import subprocess
 import sys
@@ -22,7 +20,7 @@ import threading
 from pathlib import Path
 from typing import TextIO
 
-from . import said
+from . import file_lock, said
 from . import settings as declared
 from .config import REPO_ROOT, Config
 from .inventory import cpu_threads
@@ -201,16 +199,7 @@ class Busy(CampaignError):
 def lock_holder(folder: Path) -> str | None:
     """The pid written in `folder`'s lock while another process holds it, else None; nothing
     is created or written (a command about to refuse writes nothing)."""
-    path = Path(folder) / ".lock"
-    if not path.is_file():
-        return None
-    with open(path) as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return handle.read().strip() or "?"
-        fcntl.flock(handle, fcntl.LOCK_UN)
-    return None
+    return file_lock.holder(Path(folder) / ".lock")
 
 
 class Lock:
@@ -221,21 +210,13 @@ class Lock:
         self.created = [path for path in (folder, *folder.parents) if not path.exists()]
         folder.mkdir(parents=True, exist_ok=True)
         self.path = folder / ".lock"
-        self.handle = open(self.path, "a+")
 
     def __enter__(self) -> Lock:
         try:
-            fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self.handle.seek(0)
-            holder = self.handle.read().strip() or "?"
-            self.handle.close()
+            self.handle = file_lock.take(self.path)
+        except file_lock.Held as held:
             raise Busy(f"another campaign or tradeoff is writing {self.path.parent} "
-                       f"(pid {holder}); wait for it to end") from None
-        self.handle.seek(0)
-        self.handle.truncate()
-        self.handle.write(str(os.getpid()))
-        self.handle.flush()
+                       f"(pid {held.holder}); wait for it to end") from None
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -246,8 +227,7 @@ class Lock:
                 if any(folder.iterdir()):
                     break
                 folder.rmdir()
-        fcntl.flock(self.handle, fcntl.LOCK_UN)
-        self.handle.close()
+        self.handle.close()          # which releases the lock
 
 
 def training_settings(settings: dict) -> dict:
