@@ -141,7 +141,7 @@ def _run_all(config: Config, seeds: list[int], files: CampaignFolder) -> None:
     durations: list[float] = []
     for position, index in enumerate(todo):
         run = files.run(index)
-        if run.partial.exists():
+        if run.left_by_an_attempt():
             runs.set_aside(run, files.attempts, run.result.stem, f"run {index + 1}")
         eta = ""
         if durations:

@@ -26,7 +26,7 @@ from .config import REPO_ROOT, Config
 from .inventory import cpu_threads
 from .preflight import LaunchPlan, launch_plan
 from .results import CampaignError, read_json
-from .run_folder import RunFiles
+from .run_folder import KeptAttempt, RunFiles
 from .stop_signals import FirstSignal, first_signal_interrupts
 from .system_json import run_description
 from .train_args import TrainArgs
@@ -281,14 +281,15 @@ def _same_size(before: str, after: str) -> bool:
 
 
 def set_aside(run: RunFiles, attempts: Path, stem: str, what: str, say: str = "[campaign]") -> Path:
-    """Move the interrupted log of `what` ("run 2") into `attempts` as <stem>-<time>.txt
-    (kept, never deleted), said on a line; its TensorBoard folder, where it has one, beside
-    it as <stem>-<time>-tensorboard (the run again would add to its series)."""
+    """Move what the unfinished attempt of `what` ("run 2") left into `attempts`, as
+    <stem>-<time>.txt (its partial log), .log (what it printed, its advice with it), .jsonl
+    (its progress records) and -tensorboard (the run again would add to its series), kept,
+    never deleted, and say so on a line. The place of its log, or of what it left."""
     attempts.mkdir(parents=True, exist_ok=True)
-    when = stamp()
-    kept = attempts / f"{stem}-{when}.txt"
-    run.partial.rename(kept)
-    if run.events.exists():
-        run.events.rename(attempts / f"{stem}-{when}-tensorboard")
-    print(f"{say} {what} was incomplete: its log is kept at {kept}; redoing it", flush=True)
-    return kept
+    kept = KeptAttempt(attempts, f"{stem}-{stamp()}")
+    moved = [(path, kept.place_of(run)[path]) for path in run.left_by_an_attempt()]
+    for path, place in moved:
+        path.rename(place)
+    print(f"{say} {what} was incomplete: what it left is kept in {attempts}: "
+          f"{', '.join(place.name for _, place in moved)}; redoing it", flush=True)
+    return moved[0][1] if moved else attempts
