@@ -35,6 +35,7 @@ def test_with_ci_true_a_set_up_failure_fails_and_without_it_skips(monkeypatch):
         cannot_set_up("no munge")
 
 
+@pytest.mark.e2e
 def test_a_set_up_mark_without_what_it_needs_fails_a_run_in_ci_and_skips_elsewhere(tmp_path):
     """A real pytest run of a module marked set_up_needed(False, ...), with CI=true and without."""
     (tmp_path / "test_needs.py").write_text(textwrap.dedent('''
