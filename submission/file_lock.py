@@ -1,6 +1,6 @@
 """A lock held on a file (flock: the kernel releases it when its holder ends, however it ends),
 with the holder's pid written in it for the one who finds it taken. One campaign or tradeoff
-point per results folder (runs.Lock), one qualify per scratch folder (qualify/command.py),
+point per results folder (runs.Lock), one qualify per scratch folder (qualify/claim.py),
 and one build of a package at a time (package.py: a lock on the folder itself).
 
 This module imports nothing of the package, so that every writer can use it."""
@@ -22,20 +22,16 @@ class Held(Exception):
         self.holder = holder
 
 
-def take(path: Path, wait: Callable[[str], None] | None = None) -> TextIO:
+def take(path: Path) -> TextIO:
     """`path` (made if need be) locked by this process, its pid written in it: the open file,
-    which holds the lock until it is closed. Another holder raises Held, unless `wait` is given:
-    then `wait(holder)` is called and this waits for the lock."""
+    which holds the lock until it is closed. Held when another process holds it."""
     handle = open(path, "a+")
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         holder = _written(handle)
-        if wait is None:
-            handle.close()
-            raise Held(holder) from None
-        wait(holder)
-        fcntl.flock(handle, fcntl.LOCK_EX)
+        handle.close()
+        raise Held(holder) from None
     handle.seek(0)
     handle.truncate()
     handle.write(str(os.getpid()))
