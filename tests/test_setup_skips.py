@@ -78,3 +78,23 @@ def test_every_skip_in_the_tests_is_a_gpu_an_extra_or_external_data_or_goes_thro
     assert not unlisted, (f"skips not listed in SKIPS_IN_CI: {unlisted}. A test that cannot set up "
                           "what it needs calls conftest.cannot_set_up (or is marked set_up_needed)")
     assert set(found) == set(SKIPS_IN_CI)
+
+
+def test_one_worker_at_a_time_holds_one_lock_file_for_the_whole_session(tmp_path_factory):
+    """Inside, the session's lock file is held (flock conflicts between two opens of one file,
+    as between two workers); outside, it is free again."""
+    import fcntl
+
+    from conftest import _session_folder, one_worker_at_a_time
+    path = _session_folder(tmp_path_factory) / "apt-test.lock"
+
+    def free() -> bool:
+        with open(path, "a") as other:
+            try:
+                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False
+            return True
+    with one_worker_at_a_time(tmp_path_factory, "apt-test"):
+        assert not free()
+    assert free()
