@@ -145,7 +145,7 @@ def _run_all(config: Config, seeds: list[int], files: CampaignFolder) -> None:
     durations: list[float] = []
     for position, index in enumerate(todo):
         run = files.run(index)
-        if run.partial.exists():
+        if run.left_by_an_attempt():
             runs.set_aside(run, files.attempts, run.result.stem, f"run {index + 1}")
         eta = ""
         if durations:
@@ -218,10 +218,13 @@ def finish_campaign(config: Config) -> int:
               "check accuracy and would time the aborted run as if it had converged; "
               "summary.md drops it, as MLPerf scores a run that missed its target")
     packages = results_root(config).packages
+    # the systems packaged already are built in again: another campaign's package is kept
     built = package.build_package(results_root(config).path, [config.system_name], config.org,
-                                  packages, REPO_ROOT)
-    print(f"[campaign] package: {built.path} (passes the MLPerf checkers)" if built.passed else
-          "[campaign] package: " + package.failure_text(built, packages / config.org))
+                                  packages, REPO_ROOT, keep_packaged=True)
+    for left_out in built.left_out:
+        print(f"[campaign] package: left out {left_out}")
+    print(f"[campaign] package: {built.path} (passes the MLPerf checkers): systems {', '.join(sorted(built.systems))}"
+          if built.passed else "[campaign] package: " + package.failure_text(built, packages / config.org))
     return 0 if (all_reached and built.passed) else 1
 
 

@@ -3,7 +3,7 @@ the new one, never half of one; and a record (a dataclass) as a JSON object and 
 
 The campaign's records (results.py) and the data preparation's (data.json, the image
 manifests of data/image_checks.py) are written here. This module imports nothing of the
-package, so that every writer can use it.
+package but durable.py, so that every writer can use it.
 """
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ import typing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .durable import put_in_place
+
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
@@ -22,18 +24,17 @@ Record = TypeVar("Record", bound="DataclassInstance")
 
 
 def write_json(path: Path, data: object, *, compact: bool = False) -> None:
-    """Write `data` as JSON to `path` under a temporary name, flushed to disk, then renamed
-    over it. Indented one space a level (for people) unless `compact`: no whitespace at
-    all, for a file too large to be read by eye (an entry per image, 1.3 M on ImageNet)."""
+    """Write `data` as JSON to `path` under a temporary name, then put it in place
+    (durable.put_in_place: flushed to the disk, renamed over it, the folder flushed).
+    Indented one space a level (for people) unless `compact`: no whitespace at all, for a
+    file too large to be read by eye (an entry per image, 1.3 M on ImageNet)."""
     path = Path(path)
     text = json.dumps(data, separators=(",", ":")) if compact else json.dumps(data, indent=1)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         with open(tmp, "w") as f:
             f.write(text + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        put_in_place(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
 

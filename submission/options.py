@@ -118,7 +118,7 @@ class BenchOptions:
 @dataclass(frozen=True, kw_only=True)
 class QualifyOptions:
     minutes: float | None = declare("the budget (default: 8 on a GPU, 5 on a CPU)", None, admits=ABOVE_0)
-    out: str = declare("the record's folder (default: results/qualify/<system_name>-<time>)", "")
+    out: str = declare("the record's folder, new or empty (default: results/qualify/<system_name>-<time>)", "")
     recipes: str = declare("the recipes profiled, comma-separated", "mild,medium,hot")
 
 

@@ -7,10 +7,13 @@
 
 The package is built in a hidden folder next to its destination and checked there with
 submission.compliance (the MLPerf package checker and friends). Only a package that
-passes is renamed into place: an existing <org>/ is moved aside first and deleted once
-the new one is there (with the <org>.failed-* folders of earlier builds). One that fails
-is renamed <org>.failed-<stamp>-<pid>/ for inspection, and <org>/ is left as it was; a
-build that stops part-way leaves nothing.
+passes is renamed into place, each file on the disk first: an existing <org>/ is moved
+aside first and deleted once the new one is there (with the <org>.failed-* folders of
+earlier builds whose systems it holds). One that fails is renamed
+<org>.failed-<stamp>-<pid>/ for inspection, and <org>/ is left as it was; a build that
+stops part-way leaves nothing. One build at a time in the folder (a lock on the folder;
+a second waits): a campaign's package step keeps the systems already in <org>/, so that
+two campaigns of two systems finishing together leave a package of both.
 """
 from __future__ import annotations
 
@@ -26,9 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import file_lock
+from .durable import put_in_place
 from .names import folder_name_problem, recipe_name, recipe_name_problem
 from .redaction import redacted_record
-from .results import RULESET, CampaignRecord, read_campaign
+from .results import RULESET, CampaignError, CampaignRecord, read_campaign
 from .run_folder import BENCHMARK, ResultsRoot
 from .system_descriptor import SystemDescriptor
 
@@ -46,11 +51,17 @@ class PackageResult:
     path: Path
     verdicts: list = field(default_factory=list)   # submission.compliance Verdicts
     passed: bool = False
+    systems: list[str] = field(default_factory=list)    # the systems the build holds
+    left_out: list[str] = field(default_factory=list)   # "NAME (why)": of <org>/'s, not rebuilt
+    previous: bool = False      # an <org>/ was there: one that fails leaves it as it was
 
 
 def build_package(results_dir: Path, system_names: list[str], org: str, out_root: Path,
-                  repo_root: Path) -> PackageResult:
-    """Build out_root/<org>/ from results_dir/<system_name>/ for each system; check it."""
+                  repo_root: Path, keep_packaged: bool = False) -> PackageResult:
+    """Build out_root/<org>/ from results_dir/<system_name>/ for each system; check it. With
+    `keep_packaged` (a campaign's package step), the systems <org>/ holds already are built
+    in too, from their results folders; one whose folder cannot be packaged now is left out
+    and named in `left_out`."""
     results_dir, out_root, repo_root = Path(results_dir), Path(out_root), Path(repo_root)
     problem = folder_name_problem("org", org)
     if problem:
@@ -59,11 +70,37 @@ def build_package(results_dir: Path, system_names: list[str], org: str, out_root
     if not system_names:
         raise ValueError("no system to package: name at least one results/<system_name> folder")
     systems = [_load_system(results_dir, name, org) for name in dict.fromkeys(system_names)]
-
     out_root.mkdir(parents=True, exist_ok=True)
-    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+
+    def waiting() -> None:
+        print(f"package: waiting for another build in {out_root} to end", flush=True)
+    with file_lock.folder_held(out_root, wait=waiting):
+        left_out: list[str] = []
+        if keep_packaged:
+            for name in _packaged(out_root / org):
+                if name in system_names:
+                    continue
+                try:
+                    systems.append(_load_system(results_dir, name, org))
+                except (ValueError, CampaignError) as exc:
+                    left_out.append(f"{name} ({exc})")
+        built = _build(systems, org, out_root, repo_root)
+        built.left_out = left_out
+        return built
+
+
+def _packaged(package: Path) -> list[str]:
+    """The systems whose results the package at `package` holds (none where there is none)."""
+    results = package / "results"
+    return sorted(p.name for p in results.iterdir() if p.is_dir()) if results.is_dir() else []
+
+
+def _build(systems: list[_System], org: str, out_root: Path, repo_root: Path) -> PackageResult:
+    """out_root/<org>/ built from `systems` aside, checked, and put in place if it passes."""
+    stamp = f"{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     final = out_root / org
-    candidate = out_root / f".{org}.building-{stamp}-{os.getpid()}"
+    names = [system.name for system in systems]
+    candidate = out_root / f".{org}.building-{stamp}"
     try:
         _assemble(candidate, systems, org, repo_root)
         from .compliance import check_path
@@ -73,13 +110,15 @@ def build_package(results_dir: Path, system_names: list[str], org: str, out_root
         raise
     if not (verdicts and all(v.ok for v in verdicts)):
         # kept for inspection beside <org>/, which stays as it was
-        failed = out_root / f"{org}.failed-{stamp}-{os.getpid()}"
+        failed = out_root / f"{org}.failed-{stamp}"
         candidate.rename(failed)
-        return PackageResult(path=failed, verdicts=_moved(verdicts, candidate, failed), passed=False)
-    _put_in_place(candidate, final, out_root / f"{org}.old-{stamp}")
-    for earlier in out_root.glob(f"{org}.failed-*"):    # superseded by a package that passes
-        shutil.rmtree(earlier, ignore_errors=True)
-    return PackageResult(path=final, verdicts=_moved(verdicts, candidate, final), passed=True)
+        return PackageResult(path=failed, verdicts=_moved(verdicts, candidate, failed), passed=False,
+                             systems=names, previous=final.exists())
+    _put_in_place(candidate, final, out_root / f".{org}.old-{stamp}")
+    for earlier in out_root.glob(f"{org}.failed-*"):    # superseded: its systems are in the package
+        if set(_packaged(earlier)) <= set(names):
+            shutil.rmtree(earlier, ignore_errors=True)
+    return PackageResult(path=final, verdicts=_moved(verdicts, candidate, final), passed=True, systems=names)
 
 
 def _put_in_place(new: Path, final: Path, aside: Path) -> None:
@@ -89,7 +128,7 @@ def _put_in_place(new: Path, final: Path, aside: Path) -> None:
         old = aside
         final.rename(old)
     try:
-        new.rename(final)
+        put_in_place(new, final)     # each file on the disk before the package counts as built
     except BaseException:
         if old is not None:
             old.rename(final)
@@ -111,7 +150,7 @@ def _moved(verdicts: list, checked: Path, now: Path) -> list:
 def failure_text(result: PackageResult, final: Path) -> str:
     """Where a package that fails the checkers was left, and the checkers' verdicts."""
     from .compliance import format_table
-    place = (f"the package at {final} is left as it was" if final.exists() else
+    place = (f"the package at {final} is left as it was" if result.previous else
              f"nothing was put at {final}")
     return (f"the new package FAILS the MLPerf checkers: it is kept for inspection at "
             f"{result.path} (delete it when done); {place}. The checkers' verdicts:\n"

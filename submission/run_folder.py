@@ -14,7 +14,9 @@ and the files of one run in either. Every other module names these files through
         progress/run_<i>.jsonl              rank 0's progress records, as data
         tensorboard/run_<i>/                a run's TensorBoard events (tracker=tensorboard)
         wandb/                              W&B's own files of the runs (tracker=wandb)
-        attempts/                           logs of interrupted runs, kept aside, never deleted
+        attempts/                           what interrupted or failed runs left, kept aside, never deleted:
+                                            result_<i>-<time>.txt (its partial log), .log (its printed
+                                            output), .jsonl (its progress records), -tensorboard/
         config.node<k>.json, data.node<k>.json, state.node<k>.json   node k's own (k > 0: a follower)
       archive/<system_name>-<time>/         a campaign moved aside by new_campaign=true
       package/<org>/                        the submission package
@@ -69,6 +71,24 @@ class RunFiles:
     @property
     def partial(self) -> Path:
         return partial_of(self.result)
+
+    def left_by_an_attempt(self) -> list[Path]:
+        """What an attempt that did not finish left (its partial log, printed output, progress
+        records, TensorBoard events): set aside before the run is redone."""
+        return [path for path in (self.partial, self.transcript, self.records, self.events) if path.exists()]
+
+
+@dataclass(frozen=True)
+class KeptAttempt:
+    """attempts/<stem>-<time>.*: an attempt that did not finish, set aside, never deleted."""
+    folder: Path
+    name: str                 # <stem>-<time>: result_2-20260101-120000, a point's slug-<time>
+
+    def place_of(self, run: RunFiles) -> dict[Path, Path]:
+        """Where each file of `run` goes: the partial log .txt, its printed output .log, its
+        progress records .jsonl, its TensorBoard folder -tensorboard."""
+        return {run.partial: self.folder / f"{self.name}.txt", run.transcript: self.folder / f"{self.name}.log",
+                run.records: self.folder / f"{self.name}.jsonl", run.events: self.folder / f"{self.name}-tensorboard"}
 
 
 @dataclass(frozen=True)

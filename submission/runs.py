@@ -13,8 +13,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
-import fcntl
-import os
 import signal
 import subprocess
 import sys
@@ -22,14 +20,14 @@ import threading
 from pathlib import Path
 from typing import TextIO
 
-from . import page_cache, said
+from . import file_lock, page_cache, said
 from . import settings as declared
 from .config import REPO_ROOT, Config
 from .heartbeat import NODE_LOST_EXIT
 from .inventory import cpu_threads
 from .preflight import LaunchPlan, launch_plan
 from .results import CampaignError, read_json
-from .run_folder import RunFiles
+from .run_folder import KeptAttempt, RunFiles
 from .stop_signals import FirstSignal, first_signal_interrupts
 from .system_json import run_description
 from .train_args import TrainArgs
@@ -210,16 +208,7 @@ class Busy(CampaignError):
 def lock_holder(folder: Path) -> str | None:
     """The pid written in `folder`'s lock while another process holds it, else None; nothing
     is created or written (a command about to refuse writes nothing)."""
-    path = Path(folder) / ".lock"
-    if not path.is_file():
-        return None
-    with open(path) as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return handle.read().strip() or "?"
-        fcntl.flock(handle, fcntl.LOCK_UN)
-    return None
+    return file_lock.holder(Path(folder) / ".lock")
 
 
 class Lock:
@@ -230,21 +219,13 @@ class Lock:
         self.created = [path for path in (folder, *folder.parents) if not path.exists()]
         folder.mkdir(parents=True, exist_ok=True)
         self.path = folder / ".lock"
-        self.handle = open(self.path, "a+")
 
     def __enter__(self) -> Lock:
         try:
-            fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self.handle.seek(0)
-            holder = self.handle.read().strip() or "?"
-            self.handle.close()
+            self.handle = file_lock.take(self.path)
+        except file_lock.Held as held:
             raise Busy(f"another campaign or tradeoff is writing {self.path.parent} "
-                       f"(pid {holder}); wait for it to end") from None
-        self.handle.seek(0)
-        self.handle.truncate()
-        self.handle.write(str(os.getpid()))
-        self.handle.flush()
+                       f"(pid {held.holder}); wait for it to end") from None
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -255,8 +236,7 @@ class Lock:
                 if any(folder.iterdir()):
                     break
                 folder.rmdir()
-        fcntl.flock(self.handle, fcntl.LOCK_UN)
-        self.handle.close()
+        self.handle.close()          # which releases the lock
 
 
 def training_settings(settings: dict) -> dict:
@@ -310,14 +290,15 @@ def _same_size(before: str, after: str) -> bool:
 
 
 def set_aside(run: RunFiles, attempts: Path, stem: str, what: str, say: str = "[campaign]") -> Path:
-    """Move the interrupted log of `what` ("run 2") into `attempts` as <stem>-<time>.txt
-    (kept, never deleted), said on a line; its TensorBoard folder, where it has one, beside
-    it as <stem>-<time>-tensorboard (the run again would add to its series)."""
+    """Move what the unfinished attempt of `what` ("run 2") left into `attempts`, as
+    <stem>-<time>.txt (its partial log), .log (what it printed, its advice with it), .jsonl
+    (its progress records) and -tensorboard (the run again would add to its series), kept,
+    never deleted, and say so on a line. The place of its log, or of what it left."""
     attempts.mkdir(parents=True, exist_ok=True)
-    when = stamp()
-    kept = attempts / f"{stem}-{when}.txt"
-    run.partial.rename(kept)
-    if run.events.exists():
-        run.events.rename(attempts / f"{stem}-{when}-tensorboard")
-    print(f"{say} {what} was incomplete: its log is kept at {kept}; redoing it", flush=True)
-    return kept
+    kept = KeptAttempt(attempts, f"{stem}-{stamp()}")
+    moved = [(path, kept.place_of(run)[path]) for path in run.left_by_an_attempt()]
+    for path, place in moved:
+        path.rename(place)
+    print(f"{say} {what} was incomplete: what it left is kept in {attempts}: "
+          f"{', '.join(place.name for _, place in moved)}; redoing it", flush=True)
+    return moved[0][1] if moved else attempts

@@ -37,6 +37,7 @@ from .data import fingerprint
 from .data.data_json import PreparedData
 from .data.prepare import cache_folder
 from .data.sharding import eval_batch_sizes
+from .durable import put_in_place
 from .followers import RunSpec, agree_on_run
 from .loaders import compile_cache, ffcv_threads
 from .loaders.protocol import Loader, one_epoch
@@ -285,7 +286,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             trackers.close()        # what was kept until the run ended, even when it did not finish
     log.close()
     if partial and args.result:
-        partial.rename(args.result)
+        put_in_place(partial, args.result)       # on the disk before it counts as a finished run
         verdict = ("reached the target" if outcome.success else "trained its whole budget (no target)"
                    if config.target_accuracy is None else "ABORTED: target not reached")
         print(f"{spec.label} {verdict}: top-1 {outcome.accuracy:.4f} after {outcome.epochs:.2f} "

@@ -3,6 +3,7 @@ integration runs short on a 2-core machine, and a faked machine (GPUs, host, usa
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import signal
@@ -10,7 +11,9 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -80,14 +83,57 @@ def pytest_collection_modifyitems(items):
     items.sort(key=lambda item: item.get_closest_marker("e2e") is None)
 
 
+def _session_folder(tmp_path_factory) -> Path:
+    """The folder every pytest-xdist worker of this session shares (its own base without them)."""
+    root = tmp_path_factory.getbasetemp()
+    return root.parent if _WORKER else root
+
+
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory) -> Path:
     """One .beton cache for the whole session, shared by its pytest-xdist workers (a file is
     written under a lock beside it, data/beton_cache.py): each subset is converted once."""
-    root = tmp_path_factory.getbasetemp()
-    shared = (root.parent if _WORKER else root) / "beton-cache"
+    shared = _session_folder(tmp_path_factory) / "beton-cache"
     shared.mkdir(exist_ok=True)
     return shared
+
+
+# ---- what a test needs set up: skipped where a person runs the suite, a failure in CI --------
+# In CI (CI=true) a skip goes unnoticed among a thousand passes: a test whose set-up fails there
+# (a package its fixture installs, a daemon it starts, the data scripts/bootstrap.sh installs)
+# fails, saying what. Only a GPU, an optional extra or external data its module names skip in CI
+# too, with pytest.skip or skipif directly (tests/test_setup_skips.py holds the list).
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+
+
+def cannot_set_up(what: str) -> NoReturn:
+    """The running test cannot set up what it needs (`what`: what and why): it skips, or in
+    CI fails."""
+    if in_ci():
+        pytest.fail(f"set-up failed, and CI (CI=true) does not skip it: {what}", pytrace=False)
+    pytest.skip(what)
+
+
+def set_up_needed(present: bool, what: str) -> pytest.MarkDecorator:
+    """A mark for a test that needs `what`: where it is not `present`, cannot_set_up(what)
+    before the test runs (pytest_runtest_setup)."""
+    return pytest.mark.set_up_needed(present=present, what=what)
+
+
+def pytest_runtest_setup(item):
+    for mark in item.iter_markers("set_up_needed"):
+        if not mark.kwargs["present"]:
+            cannot_set_up(mark.kwargs["what"])
+
+
+@contextlib.contextmanager
+def one_worker_at_a_time(tmp_path_factory, name: str) -> Iterator[None]:
+    """Inside, no other pytest-xdist worker of this session is inside with the same `name` (a
+    package manager's install: two apt-get at once, one fails on dpkg's lock); the second waits."""
+    with open(_session_folder(tmp_path_factory) / f"{name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield               # closing the file releases the lock
 
 
 # quick_settings' data and batch: 10 steps of a run at 0.5 epochs, 0.7 s each on one core of

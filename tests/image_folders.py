@@ -22,6 +22,8 @@ from submission.data import sources
 from submission.data.prepare import prepare
 from submission.loaders import ffcv_loaders
 
+from conftest import set_up_needed
+
 CPU = torch.device("cpu")
 CLASSES = ("cat", "dog", "fox")
 COLOURS = ((220, 40, 30), (30, 190, 50), (40, 60, 230), (230, 200, 20))
@@ -32,8 +34,9 @@ FASHION_DIR = Path("/usr/share/datasets/fashion-mnist")
 # garbage-collected: noise from the libraries, not a failure of this code.
 FFCV_FINALIZER_NOISE = pytest.mark.filterwarnings(
     "ignore:Exception ignored in. <finalize object:pytest.PytestUnraisableExceptionWarning")
-needs_fashion = pytest.mark.skipif(not (FASHION_DIR / "train-images-idx3-ubyte.gz").is_file(),
-                                   reason="Debian package dataset-fashion-mnist not installed")
+# scripts/bootstrap.sh installs it: in CI, a test without it fails (conftest.cannot_set_up)
+needs_fashion = set_up_needed((FASHION_DIR / "train-images-idx3-ubyte.gz").is_file(),
+                              "Debian package dataset-fashion-mnist not installed (scripts/bootstrap.sh installs it)")
 
 
 def picture(label: int, serial: int, size: tuple[int, int]) -> Image.Image:

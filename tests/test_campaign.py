@@ -83,8 +83,10 @@ def test_interrupted_campaign_resumes_and_packages(tmp_path, cache_dir):
         assert (resnet / f"result_{i}.txt").read_bytes() == data, f"run {i + 1} was rewritten"
     assert sorted(p.name for p in resnet.iterdir()) == [f"result_{i}.txt" for i in range(5)]
     attempts = list((results / "local_cpu" / "attempts").iterdir())
-    logs = [a for a in attempts if a.is_file()]
+    logs = [a for a in attempts if a.suffix == ".txt"]
     assert len(logs) == 1 and logs[0].name.startswith("result_2-")
+    # its printed output and progress records beside it (tests/test_attempts.py)
+    assert sorted(a.name for a in attempts if a.is_file()) == [logs[0].stem + s for s in (".jsonl", ".log", ".txt")]
     assert "run_start" in logs[0].read_text()
     # its TensorBoard series (where it wrote one) kept beside it, not mixed into the redone run's
     assert [a.name for a in attempts if a.is_dir()] in ([], [logs[0].stem + "-tensorboard"])

@@ -55,8 +55,9 @@ def test_a_run_stopped_by_ctrl_c_then_by_slurm_logs_interrupted_each_time_and_re
     assert "run 1 was incomplete" in again.stdout
     text = (folder / "resnet" / "result_0.txt").read_text()
     assert '"status": "success"' in text
-    logs = [p.name for p in (folder / "attempts").iterdir() if p.is_file()]
-    assert len(logs) == 2 and all(name.startswith("result_0-") for name in logs), logs
+    logs = [p for p in (folder / "attempts").iterdir() if p.suffix == ".txt"]
+    assert len(logs) == 2 and all(p.name.startswith("result_0-") for p in logs), logs
+    assert all(p.with_suffix(".log").is_file() for p in logs)       # each attempt's printed output
     _hot_ran_end_to_end_on_the_torchvision_loader(folder)
 
 

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, set_up_needed
 
 # a parallel region first launched from a thread, as FFCV's loader launches its pipeline
 _PARALLEL_FROM_A_THREAD = """
@@ -34,7 +34,7 @@ worker.start()
 worker.join()
 """
 
-needs_affinity = pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity here")
+needs_affinity = set_up_needed(hasattr(os, "sched_setaffinity"), "no CPU affinity here (Linux has it)")
 
 
 def _on_one_cpu(*args: str, env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:

@@ -28,6 +28,7 @@ import psutil
 
 from .. import said
 from ..config import Config, ConfigError
+from ..durable import put_in_place
 from . import sources
 from .image_checks import bad_image_listing, forget_verdicts, manifest_path
 from .writer_watchdog import interrupted_if_a_writer_dies, release_shared_memory
@@ -120,7 +121,7 @@ def _write_beton(split: sources.Split, path: Path, settings: dict, workers: int)
                     "same command again") from None
             failures = recorder.failures() if recorder else []
         if not failures:
-            tmp.rename(path)
+            put_in_place(tmp, path)
         return failures
     finally:
         tmp.unlink(missing_ok=True)

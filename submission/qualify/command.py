@@ -34,8 +34,8 @@ from ..report import steadiness
 from ..results import read_campaign, results_root
 from ..run_folder import CampaignFolder
 from ..stop_signals import FirstSignal, first_signal_interrupts
+from . import claim, record
 from . import plan as planned
-from . import record
 
 STOP_GRACE_S = 10          # a part past the budget: SIGTERM, then this long before SIGKILL
 # a part qualify was interrupted in: long enough for a campaign to stop its run between two steps
@@ -89,8 +89,7 @@ class Qualify:
         self.system_name = probe.system_name
         self.scratch = cache_folder(probe) / "qualify" / self.system_name
         stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-        self.out = (Path(options.out) if options.out
-                    else results_root(probe).qualify(self.system_name, stamp))
+        self.out = claim.record_folder(options.out, results_root(probe).qualify(self.system_name, stamp))
         self.data_dir = Path(given_data) if given_data else self.scratch / "data"
         self.common = {**self.scale.settings, "dataset": "imagenet", "data_dir": str(self.data_dir),
                        "cache_dir": str(self.scratch / "cache"), **overrides}
@@ -416,6 +415,11 @@ def _signal(job: subprocess.Popen, sig: int) -> None:
 def main(options: QualifyOptions, words: list[str]) -> int:
     overrides = parse_overrides(words)
     q = Qualify(options, overrides)
+    with claim.scratch_held(q.scratch):
+        return _qualify(q)
+
+
+def _qualify(q: Qualify) -> int:
     q.say(f"{q.device_type} scale, budget {q.minutes:g} min; the record goes to {q.out}")
     with first_signal_interrupts() as stop:
         try:
@@ -424,8 +428,7 @@ def main(options: QualifyOptions, words: list[str]) -> int:
         except KeyboardInterrupt:
             q.say(f"interrupted by {_said(stop.name)} before any part ran: nothing measured, nothing recorded")
             return stop.exit_status
-        q.out.mkdir(parents=True, exist_ok=True)
-        with open(q.out / record.LOG, "w") as log:
+        with claim.open_log(q.out) as log:
             q.run_parts(log, stop)
         stop.hold()           # the record is written whole whatever arrives now
         path, written = q.write_record(data, _said(stop.name) if stop.signum else "")

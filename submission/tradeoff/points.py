@@ -98,7 +98,7 @@ def run_point(grid: Grid, point: GridPoint, config: Config, folder: Path, count:
             _say_finished(point, where, config, count)
             return
         _check_recorded(where, config)
-        if run.partial.exists():
+        if run.left_by_an_attempt():
             runs.set_aside(run, GridFolder(folder).attempts, point.slug, f"point {point.index}", "[tradeoff]")
         from ..data.prepare import prepare
         data = prepare(config, world_size=config.world_size)

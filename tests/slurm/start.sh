@@ -33,8 +33,10 @@ if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null \
         sudo=(sudo)
     fi
     say "installing Debian packages slurm-wlm and munge (apt-get; their services are not used)"
-    { "${sudo[@]}" apt-get update -qq && DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install \
-        -y -qq --no-install-recommends slurm-wlm munge >/dev/null; } \
+    # another apt-get or dpkg (unattended upgrades, a second start.sh): wait for its lock (5 min)
+    wait_lock=(-o DPkg::Lock::Timeout=300)
+    { "${sudo[@]}" apt-get "${wait_lock[@]}" update -qq && DEBIAN_FRONTEND=noninteractive "${sudo[@]}" \
+        apt-get "${wait_lock[@]}" install -y -qq --no-install-recommends slurm-wlm munge >/dev/null; } \
         || cannot_install "apt-get could not install slurm-wlm and munge (messages above)"
 else
     say "SLURM and munge present: $(dpkg-query -W -f 'slurm-wlm ${Version}' slurm-wlm 2>/dev/null), $(munged --version 2>&1 | head -1)"

@@ -13,7 +13,16 @@ import pytest
 
 from submission.compliance import check_path
 
-from conftest import QUICK_BATCH, REPO, child_env, free_port, mllog_events, quick_settings
+from conftest import (
+    QUICK_BATCH,
+    REPO,
+    cannot_set_up,
+    child_env,
+    free_port,
+    mllog_events,
+    one_worker_at_a_time,
+    quick_settings,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.loaders_interpreted, pytest.mark.timeout(600)]
 
@@ -40,13 +49,15 @@ def _two_free_ports() -> int:
 def slurm(tmp_path_factory):
     """The environment (SLURM_CONF) of a one-host cluster of its own, stopped at the end."""
     if os.geteuid() != 0:
-        pytest.skip("the one-host SLURM cluster runs its daemons as root (CI runs as root)")
+        cannot_set_up("the one-host SLURM cluster runs its daemons as root (CI runs as root)")
     folder = tmp_path_factory.mktemp("slurm")
     env = {**os.environ, "SLURM_TEST_PORT": str(_two_free_ports())}
-    started = subprocess.run(["bash", HERE / "start.sh", folder], env=env,
-                             capture_output=True, text=True, timeout=600)
+    # one worker installs SLURM (apt-get) while the others wait, then find it installed
+    with one_worker_at_a_time(tmp_path_factory, "slurm-install"):
+        started = subprocess.run(["bash", HERE / "start.sh", folder], env=env,
+                                 capture_output=True, text=True, timeout=900)
     if started.returncode == 3:
-        pytest.skip(f"SLURM cannot be installed here: {started.stderr.strip()}")
+        cannot_set_up(f"SLURM cannot be installed here: {started.stderr.strip()}")
     try:
         assert started.returncode == 0, started.stdout + started.stderr
         yield {**os.environ, "SLURM_CONF": str(folder / "slurm.conf")}

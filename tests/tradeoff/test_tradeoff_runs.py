@@ -162,7 +162,9 @@ def test_an_interrupted_point_is_redone_and_a_finished_one_kept_byte_for_byte(tm
     assert first_log.read_bytes() == kept
     assert second_log.is_file() and not partial.exists()
     attempts = list((_folder(tmp_path) / "attempts").iterdir())
-    assert [a.name.split("-2")[0] for a in attempts if a.is_file()] == ["mild-budget1-seed5"]
+    # its partial log, printed output and progress records, side by side
+    assert sorted((a.name.split("-2")[0], a.suffix) for a in attempts if a.is_file()) == [
+        ("mild-budget1-seed5", ".jsonl"), ("mild-budget1-seed5", ".log"), ("mild-budget1-seed5", ".txt")]
     # the interrupted run's TensorBoard series went with its log: the redone run's starts anew
     assert [a.name.endswith("-tensorboard") for a in attempts if a.is_dir()] in ([], [True])
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
