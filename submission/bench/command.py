@@ -12,19 +12,19 @@ from .rows import say
 
 def fitted(config: Config) -> Config:
     """The configuration with workers_per_device fitted to the CPUs this process may use,
-    as a campaign fits it (preflight.loader_workers): lowered and said where the harness
-    chose it, refused where the user did."""
+    as a campaign fits it (preflight.loader_workers): derived where unset, a preset's lowered
+    (and said), a user's that does not fit refused."""
     problems = precision_problems(config)
     if problems:
         raise ConfigError("; ".join(problems))
     decision = loader_workers(config)
     if decision.problem:
         raise ConfigError(decision.problem)
-    if decision.workers == config.workers_per_device:
+    if decision.threads == config.workers_per_device:
         return config
     if decision.note:
         print(f"[bench] {decision.note}", flush=True)
-    return config.replaced({"workers_per_device": decision.workers}, decision.origin)
+    return config.replaced({"workers_per_device": decision.threads}, decision.origin)
 
 
 def main(options: BenchOptions, settings: list[str]) -> int:
