@@ -41,7 +41,9 @@ def main(options: BenchOptions, settings: list[str]) -> int:
         # mistyped option is answered in a fraction of a second, not after seconds of imports
         from ..bench_profile import write as write_profile
         from ..data.prepare import prepare
+        from ..inventory import usable_cpus
         from . import compare_composer, compare_methods, measure, sweep
+        from .thread_rows import loader_thread_sweep, thread_counts
         from .timing import bench_device
         if sweep_name:
             overrides.setdefault("train_limit", str(sweep.SWEEP_TRAIN_LIMIT))
@@ -49,8 +51,11 @@ def main(options: BenchOptions, settings: list[str]) -> int:
         if compare == "composer":
             compare_composer.require_composer()
         device = bench_device(config)
+        counts = thread_counts(usable_cpus(), options.sweep_threads if options.sweep_threads is not None
+                               else (0 if quick else None))
         if sweep_name:
             sweep.loader_sweep(config, device, steps, say=say)
+            loader_thread_sweep(config, prepare(config).train_path, usable_cpus(), counts, device, steps)
         elif compare == "composer":
             say(compare_composer.header(config, steps))
             compare_composer.comparison(config, prepare(config).num_classes, steps, say=say)
@@ -59,7 +64,7 @@ def main(options: BenchOptions, settings: list[str]) -> int:
             figures = compare_methods.comparison(config, prepare(config).num_classes, steps, rounds)
             say(compare_methods.table(figures))
         else:
-            profile = measure.measure(config, device, steps, rounds, quick)
+            profile = measure.measure(config, device, steps, rounds, quick, counts)
             if out:
                 write_profile(profile, out)
                 say(f"\nprofile written to {out} (python -m submission project ... profile={out})")
