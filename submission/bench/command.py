@@ -55,7 +55,8 @@ def main(options: BenchOptions, settings: list[str]) -> int:
                                else (0 if quick else None))
         if sweep_name:
             sweep.loader_sweep(config, device, steps, say=say)
-            loader_thread_sweep(config, prepare(config).train_path, usable_cpus(), counts, device, steps)
+            if counts:
+                loader_thread_sweep(config, prepare(config).train_path, usable_cpus(), counts, device, steps)
         elif compare == "composer":
             say(compare_composer.header(config, steps))
             compare_composer.comparison(config, prepare(config).num_classes, steps, say=say)

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import torch
 
 from ..bench_profile import LoaderSweep, ThreadsRate
-from ..config import Config
+from ..config import Config, ConfigError
 from ..distributed import Context
 from ..loader_kinds import kind_of
 from ..loader_threads import STEP_THREAD_CPUS
@@ -24,6 +24,9 @@ def thread_counts(cpus: int, most: int | None) -> list[int]:
     top = cpus if most is None else most
     if top < 1:
         return []
+    if top > cpus:
+        raise ConfigError(f"sweep_threads={top}, but this process may use {cpus} CPUs, and numba starts "
+                          f"no more threads than that: pass sweep_threads={cpus} or fewer")
     counts = {1 << power for power in range(top.bit_length()) if 1 << power < top}
     derived = cpus - STEP_THREAD_CPUS
     return sorted(counts | {top} | ({derived} if 1 <= derived < top else set()))
