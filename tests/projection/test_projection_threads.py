@@ -104,3 +104,11 @@ def test_a_sweep_in_a_profile_is_checked_as_every_figure_is():
         profile_module.parse(profile, "swept.json")
     assert "loader_sweep.by_threads key 'x2' is not a whole number of threads" in str(error.value)
     assert "loader_sweep.by_threads.4.img_per_s is -1.0, not a number above 0" in str(error.value)
+
+
+def test_a_sweep_is_written_and_read_back_as_it_was():
+    swept = profile_module.parse(_swept({1: 100.0, 2: 190.0, 16: 900.0}), "swept.json")
+    data = profile_module.to_json(swept)
+    assert data["loader_sweep"]["by_threads"] == {"1": {"img_per_s": 100.0}, "2": {"img_per_s": 190.0},
+                                                  "16": {"img_per_s": 900.0}}
+    assert profile_module.parse(data, "again.json").loader_sweep == swept.loader_sweep
