@@ -15,7 +15,7 @@ import dataclasses
 import json
 from dataclasses import MISSING, dataclass, field
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any, ClassVar, get_args
 
 from . import settings as declared
 from .config import Config, ConfigError
@@ -81,6 +81,29 @@ class Loader:
     @property
     def img_per_s_per_thread(self) -> float:
         return self.img_per_s / self.threads
+
+
+@dataclass(frozen=True)
+class ThreadsRate:
+    """The loader alone at one thread count."""
+    KEY_UNIT: ClassVar[str] = "threads"          # what its key counts (a side's is px)
+    img_per_s: float = declare(admits=ABOVE_0)
+
+
+@dataclass(frozen=True)
+class LoaderSweep:
+    """The run's train loader alone at each of a few thread counts (the bench's: 1, 2, 4, ... up
+    to the CPUs its process could use), on the host that measured it: how its rate grows with
+    its threads there, which `project` follows instead of scaling the rate per thread."""
+    kind: TrainLoader = declare()
+    cpus: int = declare(admits=AT_LEAST_1)      # the CPUs the bench's process could use
+    by_threads: dict[int, ThreadsRate] = declare()
+    resolution: int | None = declare(default=None, admits=AT_LEAST_1)
+
+    @property
+    def img_per_s(self) -> dict[int, float]:
+        """img/s at each thread count measured, in order of the count."""
+        return {threads: rate.img_per_s for threads, rate in sorted(self.by_threads.items()) if threads > 0}
 
 
 @dataclass(frozen=True)
@@ -167,6 +190,7 @@ class BenchProfile:
     eval_img_per_s: float = declare(admits=ABOVE_0)               # evaluation through the loader (second pass)
     loader: Loader = declare()
     fed_step_by_side: dict[int, FedStep] = declare()   # {}: none measured
+    loader_sweep: LoaderSweep | None = declare(default=None)     # the loader alone at each thread count
     loader_beside: LoaderBeside | None = declare(default=None)
     setup_s: SetupExtra | None = declare(default=None)
     loader_setup_s: LoaderSetup | None = declare(default=None)
@@ -250,16 +274,17 @@ def _part_problems(cls: type, data: dict[str, Any], prefix: str) -> list[str]:
         if figure.part:
             found += _part_problems(figure.part, value, f"{shown}.")
         if figure.sides:
-            found += _sides_problems(figure.sides, value, shown)
+            found += _sides_problems(figure.sides, value, shown, getattr(figure.sides, "KEY_UNIT", "px"))
     return found
 
 
-def _sides_problems(part: type, data: dict[str, Any], shown: str) -> list[str]:
-    """Each side of `data` (a part per side) that is not a whole number of px, or whose part is wrong."""
+def _sides_problems(part: type, data: dict[str, Any], shown: str, unit: str) -> list[str]:
+    """Each key of `data` (a part per side, or per thread count: `unit`) that is not a whole
+    number, or whose part is wrong."""
     found = []
     for side, item in data.items():
         if not (side.isascii() and side.isdigit()):
-            found.append(f"{shown} side {side!r} is not a whole number of px")
+            found.append(f"{shown} {'side' if unit == 'px' else 'key'} {side!r} is not a whole number of {unit}")
         elif not isinstance(item, dict):
             found.append(f"{shown}.{side} is {json.dumps(item)}, not an object")
         else:

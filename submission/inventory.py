@@ -3,7 +3,7 @@
 `gpus()` lists the GPUs this process can use (CUDA_VISIBLE_DEVICES respected), read
 through torch.cuda, with nvidia-smi's extra facts (clocks, links), matched to torch's
 devices by UUID, where it is installed. `host()` gives the host facts a named descriptor
-states (vCPUs, memory); `usable_cpus()` the CPUs this process may run on, and `cpu_threads`
+states (vCPUs, memory); `usable_cpus()` the CPUs this process may use (affinity, cgroup CPU quota), and `cpu_threads`
 torch's threads for each process of a CPU run from them. Tests replace `probe` and `host` with a fake machine:
 `monkeypatch.setattr(inventory, "probe", ...)`.
 
@@ -349,25 +349,49 @@ def described_here(descriptor: SystemDescriptor) -> SystemDescriptor:
     return descriptor.replaced(**updates)
 
 
-def usable_cpus() -> int:
-    """The CPUs this process may run on (its affinity: taskset, cgroup cpusets), which
-    may be fewer than the machine's."""
+# where a cgroup (v2) states this process's CPU quota: "QUOTA PERIOD" in microseconds, or "max"
+CPU_QUOTA_FILE = "/sys/fs/cgroup/cpu.max"
+
+
+def cpu_quota() -> float | None:
+    """The CPUs a cgroup's CPU quota gives this process (1.5: 150 ms of CPU time every 100 ms),
+    None where there is no quota or no cgroup v2 file to read."""
+    try:
+        with open(CPU_QUOTA_FILE) as limit:
+            quota, period = limit.read().split()[:2]
+        return None if quota == "max" else int(quota) / int(period)
+    except (OSError, ValueError):
+        return None
+
+
+def affinity_cpus() -> int:
+    """The CPUs this process may run on by its affinity (taskset, cgroup cpusets)."""
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0)) or 1
     return os.cpu_count() or 1
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may use: its affinity, and no more than whole CPUs of its cgroup's
+    CPU quota (at least one), which may be fewer than the machine's."""
+    quota = cpu_quota()
+    affinity = affinity_cpus()
+    return affinity if quota is None else max(1, min(affinity, int(quota)))
+
+
+def usable_cpus_source(usable: int) -> str:
+    """`usable` (usable_cpus) in words, with the cgroup's quota where it is what limits them:
+    "16 usable CPUs", "4 usable CPUs (cgroup CPU quota 4.5 of 16 by affinity)"."""
+    quota, affinity = cpu_quota(), affinity_cpus()
+    if quota is not None and int(quota) < affinity:
+        return f"{usable} usable CPUs (cgroup CPU quota {quota:g} of {affinity} by affinity)"
+    return f"{usable} usable CPUs"
+
+
 def one_cpu_to_run_on() -> bool:
-    """One CPU to run on: by this process's affinity (usable_cpus), or by a cgroup's CPU quota
-    under two CPUs (TBB counts that too: submission/__init__.py)."""
-    if usable_cpus() == 1:
-        return True
-    try:
-        with open("/sys/fs/cgroup/cpu.max") as limit:
-            quota, period = limit.read().split()[:2]
-        return quota != "max" and int(quota) < 2 * int(period)
-    except (OSError, ValueError):
-        return False
+    """One CPU to run on: by this process's affinity, or by a cgroup's CPU quota under two
+    CPUs (usable_cpus; TBB counts that too: submission/__init__.py)."""
+    return usable_cpus() == 1
 
 
 def cpu_threads(config: Config) -> int:

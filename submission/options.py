@@ -85,7 +85,10 @@ class DescribeOptions(RulesetOption):
 
 @dataclass(frozen=True, kw_only=True)
 class ProjectOptions(ProfileOptions):
-    pass
+    beyond_measured_threads: float | None = declare(
+        "what each loader thread beyond the most the profile measured adds, as a share of that count's "
+        "rate per thread (none: 0, flat, where the profile swept its threads; 1, linear, where it "
+        "measured one count); an assumption, printed", None, admits=Range(0, 1))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,7 +113,10 @@ class BenchOptions:
     rounds: int = declare("turns of the rows timed side by side", 3, admits=AT_LEAST_1)
     json: str = declare("write the profile that project and tradeoff read to this file", "")
     quick: bool = declare("only the figures a profile needs (qualify's form)", False)
-    sweep: Sweep = declare("loader: the loader on each .beton write option", "")
+    sweep: Sweep = declare("loader: the loader on each .beton write option, then by its thread count", "")
+    sweep_threads: int | None = declare("the loader alone at 1, 2, 4, ... up to N threads, recorded in the "
+                                        "profile (default: the CPUs this process may use; quick=true: "
+                                        "none unless given); 0: no sweep", None, admits=AT_LEAST_0)
     compare: Comparison = declare("composer: Composer's Trainer with the Mild methods; methods: each method "
                                   "swapped for the plain loop's", "")
 

@@ -2,7 +2,7 @@
 
 Each check returns what it decided (problems in words, or a value to use) and leaves the
 configuration it checks as it was. `launch_plan` gathers them: the configuration to
-launch (a harness-chosen workers_per_device lowered to fit the CPUs), what was changed,
+launch (workers_per_device derived from the CPUs where unset: loader_threads.py), what was changed,
 every reason this machine cannot run it, and on several nodes the interface they meet over
 (node_network: the variable to set for the processes the campaign launches). The campaign and the dry run launch
 `plan.approved()`; bench asks `loader_workers` for its loader threads. `resolve_here`
@@ -19,16 +19,8 @@ from typing import Any
 from . import inventory, node_network, page_cache, tracking
 from .config import HARNESS_ORIGINS, Config, ConfigError, in_repository, resolve
 from .loader_kinds import recipe_loader_if_replaced
+from .loader_threads import LoaderThreads, loader_threads
 from .private_folder import cache_dir_problems
-
-
-@dataclass(frozen=True)
-class WorkersDecision:
-    """Loader threads per process for this node's CPUs."""
-    workers: int          # workers_per_device to use
-    note: str = ""        # said to the user when the harness lowered its own default
-    problem: str = ""     # the user chose a value that does not fit: refuse with this text
-    origin: str = ""      # the origin to record for `workers` when it was lowered
 
 
 @dataclass(frozen=True)
@@ -57,17 +49,17 @@ def resolve_here(system: str | None = None, overrides: dict[str, str] | None = N
 
 def launch_plan(config: Config) -> LaunchPlan:
     """Fail before touching results/ when this machine cannot run the configuration, or
-    when the descriptor would describe hardware other than what runs. A workers_per_device
-    the user did not choose is lowered to fit the CPUs (in the returned configuration,
-    which config.json records)."""
+    when the descriptor would describe hardware other than what runs. An unset
+    workers_per_device is derived from the CPUs, a preset's lowered to fit them (in the
+    returned configuration, which config.json records, with where the count came from)."""
     problems = hardware_differences(config) + gpu_problems(config) + precision_problems(config)
     workers = loader_workers(config)
     notes: list[str] = []
     if workers.problem:
         problems.append(workers.problem)
-    elif workers.workers != config.workers_per_device:
-        config = config.replaced({"workers_per_device": workers.workers}, workers.origin)
-        notes.append(workers.note)
+    elif workers.threads != config.workers_per_device:
+        config = config.replaced({"workers_per_device": workers.threads}, workers.origin)
+        notes += [workers.note] if workers.note else []
     problems += data_dir_problems(config) + tracking.problems(config.trackers)
     problems += cache_dir_problems(in_repository(config.cache_dir), config.compile)
     problems += [p for p in [page_cache.problem(config.cache_clear_cmd)] if p]
@@ -214,22 +206,12 @@ def precision_problems(config: Config) -> list[str]:
     return []
 
 
-def loader_workers(config: Config) -> WorkersDecision:
-    """Loader threads of all processes of this node against the CPUs this process may run
-    on. A harness-chosen workers_per_device that does not fit is lowered (with a note); one
-    the user chose is refused with the value that fits."""
-    from .inventory import usable_cpus
-    cpus, processes = usable_cpus(), config.processes_per_node
-    workers = config.workers_per_device
-    fits = max(1, cpus // processes)      # below one each the processes share CPUs anyway
-    if workers * processes <= cpus or workers <= fits:
-        return WorkersDecision(workers)
-    if config.origin("workers_per_device") in HARNESS_ORIGINS:
-        return WorkersDecision(
-            fits, note=(f"workers_per_device={fits}: {cpus} usable CPUs / {processes} "
-                        f"process(es) (was {workers})"),
-            origin=f"derived: {cpus} usable CPUs / {processes} process(es)")
-    return WorkersDecision(workers, problem=(
-        f"workers_per_device={workers} ({config.origin('workers_per_device')}) x "
-        f"{processes} process(es) per node is {workers * processes} loader threads, but this "
-        f"process may run on {cpus} CPUs; pass workers_per_device={fits}."))
+def loader_workers(config: Config) -> LoaderThreads:
+    """Loader threads per process on this node's CPUs (loader_threads.loader_threads, with the
+    CPUs this process may use): derived where workers_per_device is unset, a preset's value
+    lowered to fit (with a note), a user's that does not fit refused with the value that fits."""
+    from .inventory import usable_cpus, usable_cpus_source
+    cpus = usable_cpus()
+    origin = config.origin("workers_per_device")
+    return loader_threads(config.workers_per_device, origin, origin in HARNESS_ORIGINS, config.device_type,
+                          cpus, usable_cpus_source(cpus), config.processes_per_node)

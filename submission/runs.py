@@ -76,10 +76,13 @@ def plan_launch(config: Config, say: str = "[campaign]") -> LaunchPlan:
     note, on lines that start with `say`."""
     plan = launch_plan(config)
     launched = plan.config
+    origin = launched.origin("workers_per_device")
+    threads = (f"{launched.workers_per_device} loader threads each (workers_per_device "
+               f"{origin if origin.startswith('derived') else 'from ' + origin})")
     said.say(f"{say} system {launched.system_id} ({launched.system_name}): {launched.dataset} on "
              f"{launched.device_type}, {launched.world_size} process(es)"
-             + (f", {launched.descriptor.accelerator_model_name}" if launched.device_type == "cuda" else
-                f", {cpu_threads(launched)} torch and {launched.workers_per_device} loader threads each"))
+             + (f", {launched.descriptor.accelerator_model_name}, {threads}" if launched.device_type == "cuda" else
+                f", {cpu_threads(launched)} torch and {threads}"))
     for note in plan.notes:
         said.say(f"{say} {note}")
     return plan

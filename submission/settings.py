@@ -182,8 +182,10 @@ class OperationalSettings:
     # another count gives other draws from the same distributions, as another seed would.
     workers_per_device: int = declare("loader threads (FFCV), worker processes "
                                       "(torchvision) or threads gathering bytes (device) "
-                                      "per process", 8,
-                                      admits=AT_LEAST_1, profile=RECORDED, kind=OPERATIONAL)
+                                      "per process; 0: derived (on a GPU the CPUs this process "
+                                      "may use / processes - 1 for the step's thread; on a CPU "
+                                      "8, lowered to the CPUs each process has: loader_threads.py)",
+                                      0, admits=AT_LEAST_0, profile=RECORDED, kind=OPERATIONAL)
     node_rank: int = declare("this node's rank in a multi-node campaign", 0, admits=AT_LEAST_0, kind=OPERATIONAL)
     master_addr: str = declare("rendezvous host (node 0) for torchrun", "127.0.0.1", kind=OPERATIONAL,
                                names=HOST)

@@ -10,6 +10,7 @@ import pytest
 
 from submission import campaign, inventory, preflight
 from submission.config import ConfigError, resolve
+from submission.loader_threads import LoaderThreads
 from submission.preflight import resolve_here
 
 from conftest import A100_40, A100_80, A100_PCIE, H100, T4, run_submission
@@ -80,15 +81,24 @@ def test_a_changed_published_loader_is_said_once_and_recorded(capsys):
 
 
 def test_the_launch_line_names_the_loader_threads_that_will_run(tmp_path, capsys, monkeypatch):
-    """A lowered workers_per_device is what the first line says, and the note after it says why."""
+    """The first line says the loader threads that will run and where the count came from: on
+    a CPU today's rule (8, lowered to the CPUs), a preset's value lowered with a note after it."""
     from submission import inventory, runs
     monkeypatch.setattr(inventory, "usable_cpus", lambda: 2)
     config = resolve_here("local", {"data_dir": str(_images(tmp_path)), "device": "cpu", "precision": "fp32"})
-    assert config.workers_per_device == 8
+    assert config.workers_per_device == 0           # unset: derived where it is launched
     runs.plan_launch(config)
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].endswith("1 process(es), 2 torch and 2 loader threads each"), lines[0]
-    assert lines[1] == "[campaign] workers_per_device=2: 2 usable CPUs / 1 process(es) (was 8)"
+    assert lines[0].endswith("1 process(es), 2 torch and 2 loader threads each (workers_per_device "
+                             "derived: min(8, 2 usable CPUs / 1 process(es)))"), lines[0]
+    assert len(lines) == 1
+    monkeypatch.setattr(inventory, "usable_cpus", lambda: 1)
+    runs.plan_launch(resolve("cpu", {}))              # the embedded preset's 2, on one CPU
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith("1 torch and 1 loader threads each (workers_per_device derived: "
+                             "1 usable CPUs / 1 process(es))"), lines[0]
+    assert lines[1] == ("[campaign] workers_per_device=1: 1 usable CPUs / 1 process(es) (was 2, "
+                        "submission/embedded.yaml)")
 
 
 @pytest.mark.parametrize("found, overrides, message", [
@@ -273,9 +283,11 @@ def test_default_loader_workers_are_fitted_to_the_usable_cpus(gpus, cpus, host_o
     cpus["count"] = 12                      # e.g. taskset or a cgroup cpuset on a 96-CPU host
     code, out, _ = _dry_run(capsys, "system=local", f"data_dir={tmp_path}")
     assert code == 0
-    assert "[campaign] workers_per_device=1: 12 usable CPUs / 8 process(es) (was 8)" in out
+    assert ("NVIDIA A100-SXM4-40GB, 1 loader threads each (workers_per_device derived: 12 usable CPUs "
+            "/ 8 process(es) - 1 for the step's thread)") in out
     printed = json.loads(out[out.index("{"):out.index("\n\ntorchrun command")])
     assert printed["settings"]["workers_per_device"] == 1      # what config.json records
+    assert printed["origins"]["workers_per_device"].startswith("derived: 12 usable CPUs")
     # the user's own value is refused with the one that fits
     code, out, err = _dry_run(capsys, "system=local", f"data_dir={tmp_path}", "workers_per_device=4")
     assert code == 2
@@ -286,10 +298,15 @@ def test_default_loader_workers_are_fitted_to_the_usable_cpus(gpus, cpus, host_o
 
 def test_loader_workers_that_fit_are_left_as_they_are(gpus, cpus, host_of_96, tmp_path, capsys):
     import json
-    gpus.extend([A100_40] * 8)              # p4d: 8 GPUs, 96 vCPUs, 8 workers each
+    gpus.extend([A100_40] * 8)              # p4d: 8 GPUs, 96 vCPUs: 12 each, one for the step
     code, out, err = _dry_run(capsys, "system=p4d", f"data_dir={tmp_path}")
     assert code == 0, err
     assert "[campaign] workers_per_device=" not in out
+    assert json.loads(out[out.index("{"):out.index("\n\ntorchrun command")])["settings"][
+        "workers_per_device"] == 11
+    code, out, err = _dry_run(capsys, "system=p4d", f"data_dir={tmp_path}", "workers_per_device=8")
+    assert code == 0, err                   # the user's value is kept
+    assert "8 loader threads each (workers_per_device from the command line)" in out
     assert json.loads(out[out.index("{"):out.index("\n\ntorchrun command")])["settings"][
         "workers_per_device"] == 8
     gpus.clear()
@@ -302,8 +319,8 @@ def test_loader_workers_that_fit_are_left_as_they_are(gpus, cpus, host_of_96, tm
     plan = preflight.launch_plan(cfg)
     fitted = plan.approved()
     assert fitted.workers_per_device == 1 and fitted.origin("workers_per_device").startswith("derived: 1 usable")
-    assert plan.notes == ("workers_per_device=1: 1 usable CPUs / 1 process(es) (was 2)",)
+    assert plan.notes == ("workers_per_device=1: 1 usable CPUs / 1 process(es) (was 2, submission/embedded.yaml)",)
     # the check decides; the configuration it checked is left as it was
     assert cfg.workers_per_device == 2 and cfg.origin("workers_per_device") == "submission/embedded.yaml"
-    assert preflight.loader_workers(cfg) == preflight.WorkersDecision(
+    assert preflight.loader_workers(cfg) == LoaderThreads(
         1, note=plan.notes[0], origin="derived: 1 usable CPUs / 1 process(es)")

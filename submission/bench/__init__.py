@@ -15,10 +15,12 @@
   power_rows.py          the energy counters around the step
   loader_rows.py         each loader alone, feeding the step, through evaluation
   augmentation_rows.py   the torchvision loader's CPU work per image
+  thread_rows.py         the train loader alone by its thread count (and in sweep=loader)
   sweep.py             sweep=loader: the loader on each .beton write option
   compare_composer.py  compare=composer: MosaicML Composer's Trainer with the Mild methods
   compare_methods.py   compare=methods: each method swapped for the plain loop's
   command.py           the options above, workers_per_device fitted to this machine's CPUs
+                       (derived where unset: loader_threads.py)
 """
 from __future__ import annotations
 

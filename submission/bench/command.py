@@ -12,19 +12,19 @@ from .rows import say
 
 def fitted(config: Config) -> Config:
     """The configuration with workers_per_device fitted to the CPUs this process may use,
-    as a campaign fits it (preflight.loader_workers): lowered and said where the harness
-    chose it, refused where the user did."""
+    as a campaign fits it (preflight.loader_workers): derived where unset, a preset's lowered
+    (and said), a user's that does not fit refused."""
     problems = precision_problems(config)
     if problems:
         raise ConfigError("; ".join(problems))
     decision = loader_workers(config)
     if decision.problem:
         raise ConfigError(decision.problem)
-    if decision.workers == config.workers_per_device:
+    if decision.threads == config.workers_per_device:
         return config
     if decision.note:
         print(f"[bench] {decision.note}", flush=True)
-    return config.replaced({"workers_per_device": decision.workers}, decision.origin)
+    return config.replaced({"workers_per_device": decision.threads}, decision.origin)
 
 
 def main(options: BenchOptions, settings: list[str]) -> int:
@@ -41,7 +41,9 @@ def main(options: BenchOptions, settings: list[str]) -> int:
         # mistyped option is answered in a fraction of a second, not after seconds of imports
         from ..bench_profile import write as write_profile
         from ..data.prepare import prepare
+        from ..inventory import usable_cpus
         from . import compare_composer, compare_methods, measure, sweep
+        from .thread_rows import loader_thread_sweep, thread_counts
         from .timing import bench_device
         if sweep_name:
             overrides.setdefault("train_limit", str(sweep.SWEEP_TRAIN_LIMIT))
@@ -49,8 +51,12 @@ def main(options: BenchOptions, settings: list[str]) -> int:
         if compare == "composer":
             compare_composer.require_composer()
         device = bench_device(config)
+        counts = thread_counts(usable_cpus(), options.sweep_threads if options.sweep_threads is not None
+                               else (0 if quick else None))
         if sweep_name:
             sweep.loader_sweep(config, device, steps, say=say)
+            if counts:
+                loader_thread_sweep(config, prepare(config).train_path, usable_cpus(), counts, device, steps)
         elif compare == "composer":
             say(compare_composer.header(config, steps))
             compare_composer.comparison(config, prepare(config).num_classes, steps, say=say)
@@ -59,7 +65,7 @@ def main(options: BenchOptions, settings: list[str]) -> int:
             figures = compare_methods.comparison(config, prepare(config).num_classes, steps, rounds)
             say(compare_methods.table(figures))
         else:
-            profile = measure.measure(config, device, steps, rounds, quick)
+            profile = measure.measure(config, device, steps, rounds, quick, counts)
             if out:
                 write_profile(profile, out)
                 say(f"\nprofile written to {out} (python -m submission project ... profile={out})")

@@ -29,9 +29,12 @@ Rows, in the order they are measured, by the module that measures them:
     (augmentation_rows.py) the CPU work per image of its transforms, on one thread over a few
     hundred images of the run's .beton (decode, crop + flip, RandAugment, to tensor); then the
     same for the loader beside it (the device loader beside FFCV's or torchvision's, or the
-    recipe's own beside the device loader), and one row per loader side by side.
+    recipe's own beside the device loader), and one row per loader side by side;
+  - thread_rows.py: the run's train loader alone at 1, 2, 4, ... threads up to the CPUs this
+    process may use (sweep_threads=N: up to N; 0: none), the profile's `loader_sweep`.
 quick=true keeps what a profile needs and `qualify` asks for: it leaves out the loaders'
-fresh-process probes, the plain loop, and the fed step at the smallest side; with
+fresh-process probes, the plain loop, the fed step at the smallest side and the thread sweep
+(unless sweep_threads= is given); with
 compile=true, also the eager step at the sides other than the compiled rows' two.
 With SAM (sam_interval N), every timed stretch is a multiple of N steps, so each mean holds
 the recipe's share of two-pass SAM steps.
@@ -48,6 +51,7 @@ from ..bench_profile import BenchProfile, Measured, recorded_settings
 from ..config import Config
 from ..data.pillow_build import pillow_build
 from ..data.prepare import prepare
+from ..inventory import usable_cpus
 from ..run_plan import RunPlan
 from ..step import build_step
 from ..system_json import fill_from_host
@@ -57,6 +61,7 @@ from .loader_setup_rows import loader_setup_rows
 from .power_rows import power
 from .rows import say
 from .step_rows import eval_forward, loop_overhead, mfu, side_rows, step_rows
+from .thread_rows import loader_thread_sweep
 from .timing import synthetic_batch
 
 
@@ -74,9 +79,10 @@ def sam_steps(config: Config, steps: int) -> int:
     return -(-steps // interval) * interval if interval else steps
 
 
-def measure(config: Config, device: torch.device, steps: int, rounds: int, quick: bool = False) -> BenchProfile:
+def measure(config: Config, device: torch.device, steps: int, rounds: int, quick: bool = False,
+            thread_counts: tuple[int, ...] | list[int] = ()) -> BenchProfile:
     """The profile of the main bench (quick: the parts a profile needs), each row printed as
-    soon as it is measured."""
+    soon as it is measured; the train loader alone at each of `thread_counts` threads last."""
     asked, steps = steps, sam_steps(config, steps)
     say(header(config, steps) + (", quick (qualify's parts)" if quick else ""))
     if config.sam_interval:
@@ -102,10 +108,13 @@ def measure(config: Config, device: torch.device, steps: int, rounds: int, quick
     fed_sides = (config.train_resolution,) if quick else tuple(dict.fromkeys((config.train_resolution, smallest)))
     loaders = loader_rows(config, step, data, device, steps, rounds, full, base, fed_sides)
     own = loaders.own
+    swept = (loader_thread_sweep(config, data.train_path, usable_cpus(), list(thread_counts), device, steps)
+             if thread_counts else None)
     return BenchProfile(
         measured=measured(config, steps, rounds), settings=recorded_settings(config), train_step=sides,
         eval_img_per_s=own.eval_img_per_s, loader=own.loader, fed_step_by_side=own.fed_step_by_side,
-        loader_beside=loaders.beside, setup_s=loaders.setup_s, loader_setup_s=setup, loop_overhead=overhead,
+        loader_sweep=swept, loader_beside=loaders.beside, setup_s=loaders.setup_s, loader_setup_s=setup,
+        loop_overhead=overhead,
         augmentation_ms_per_image=loaders.augmentation, eval_forward_img_per_s=forward, step_img_per_s=base,
         plain_loop_img_per_s=plain, mfu=utilisation, compiled=compiled, power=used)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..config import Config
+from ..config import Config, ConfigError
 from ..distributed import Context
 from ..loader_kinds import kind_of
 from . import device_loader, ffcv_loaders
@@ -101,6 +101,9 @@ def run_loaders(config: Config, ctx: Context, seed: int, train_path: str, val_pa
                 eval_samples: int, shard: bool) -> tuple[Loader, Loader]:
     """The run's training and evaluation loaders; shard=False builds the same pipelines
     unsharded (the warm-up, on synthetic files of one batch)."""
+    if config.workers_per_device < 1:
+        raise ConfigError("workers_per_device is unset (0) here: the loader threads are derived from "
+                          "the CPUs by preflight.launch_plan (or bench's fitted) before loaders are built")
     rank, world = (ctx.rank, ctx.world_size) if shard else (0, 1)
     kind = kind_of(config.train_loader)
     return (TRAIN[kind.word](config, ctx, seed, train_path, rank, world, shard),

@@ -28,5 +28,5 @@ def main(options: ProjectOptions, words: list[str]) -> int:
     loader_profile = (read(loader_path, "loader_profile", loader_remedy(config))
                       if loader_path else None)
     print(format_projection(project(config, profile, loader_profile, dp_efficiency,
-                                    eager_beside=eager_beside(profile))))
+                                    eager_beside=eager_beside(profile), beyond=options.beyond_measured_threads)))
     return 0

@@ -1,8 +1,8 @@
 """The rate model of a projection: at each side of the run, the seconds an image costs the
 step (measured, or interpolated between measured sides, scaled by the SAM passes of the
 run's recipe over the profile's), the loader's work the step does not hide and the loop's
-own work; the whole system's step rate with data parallelism; the loader's rate from its
-rate per thread and the threads the system gives it."""
+own work; the whole system's step rate with data parallelism; the loader's rate at the threads
+the system gives it, along what the profile measured (loader_scaling.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -10,10 +10,12 @@ from pathlib import Path
 
 from .. import inventory
 from ..bench_profile import BenchProfile, FedStep, Loader, ProfileError
-from ..config import Config, ConfigError
+from ..config import HARNESS_ORIGINS, Config, ConfigError
 from ..loader_kinds import kind_of
+from ..loader_threads import LoaderThreads, loader_threads
 from ..run_plan import RunPlan
 from .hints import BENCH_HINT, loader_remedy
+from .loader_scaling import ThreadCurve, thread_curve
 
 # Assumed share of linear scaling kept by data-parallel training over several processes
 # when no measurement is given (dp_efficiency=); 1 process needs none.
@@ -51,9 +53,10 @@ class LoaderModel:
     kind: str
     figures: Loader
     profile: BenchProfile         # the profile the loader figures come from
-    threads: int                  # loader threads per process in the run
+    threads: LoaderThreads        # loader threads per process in the run, and where the count comes from
     vcpus: int                    # of one node
     vcpu_source: str
+    curve: ThreadCurve            # its rate per process by threads, as measured
 
     @property
     def per_thread(self) -> float:
@@ -66,8 +69,12 @@ class LoaderModel:
         return not kind_of(self.kind).on_device
 
     @property
+    def count(self) -> int:
+        return self.threads.threads
+
+    @property
     def per_process(self) -> float:
-        return self.per_thread * self.threads if self.scales_with_threads else self.figures.img_per_s
+        return self.curve.at(self.count) if self.scales_with_threads else self.figures.img_per_s
 
 
 @dataclass(frozen=True)
@@ -214,10 +221,12 @@ def host_vcpus(config: Config) -> tuple[int, str]:
         "host_processor_vcpu_count (the vCPUs of one node) in that file")
 
 
-def loader_model(config: Config, profile: BenchProfile,
-                 loader_profile: BenchProfile | None) -> LoaderModel:
+def loader_model(config: Config, profile: BenchProfile, loader_profile: BenchProfile | None,
+                 beyond: float | None = None) -> LoaderModel:
     """The loader figures the run is projected with (loader_profile's, else the profile's),
-    refused when they measured another loader than the recipe trains with."""
+    refused when they measured another loader than the recipe trains with; its threads by the
+    rule a run applies (loader_threads.py) to the descriptor's vCPUs, its rate along what the
+    profile measured (loader_scaling.py; `beyond`: beyond_measured_threads)."""
     source = loader_profile if loader_profile is not None else profile
     kind = source.loader.kind
     if kind != config.train_loader:
@@ -228,8 +237,10 @@ def loader_model(config: Config, profile: BenchProfile,
             f"loader, but the loader figures of {source.file} were measured with the {kind} "
             f"loader ({files}): {loader_remedy(config)}")
     vcpus, vcpu_source = host_vcpus(config)
-    threads = max(1, min(config.workers_per_device, vcpus // config.processes_per_node))
-    return LoaderModel(kind, source.loader, source, threads, vcpus, vcpu_source)
+    origin = config.origin("workers_per_device")
+    threads = loader_threads(config.workers_per_device, origin, origin in HARNESS_ORIGINS, config.device_type,
+                             vcpus, vcpu_source, config.processes_per_node)
+    return LoaderModel(kind, source.loader, source, threads, vcpus, vcpu_source, thread_curve(source, beyond))
 
 
 def _unhidden(pair: FedStep, loader_alone: float) -> float:
@@ -282,10 +293,11 @@ def dp_efficiency_of(config: Config, given: float | None) -> float:
 
 
 def rates(config: Config, plan: RunPlan, profile: BenchProfile, loader_profile: BenchProfile | None,
-          dp_efficiency: float, infer_sides: bool = False, eager_beside: BenchProfile | None = None) -> Rates:
+          dp_efficiency: float, infer_sides: bool = False, eager_beside: BenchProfile | None = None,
+          beyond: float | None = None) -> Rates:
     processes = config.world_size
     step = step_times(config, plan, profile, infer_sides, eager_beside)
-    loader = loader_model(config, profile, loader_profile)
+    loader = loader_model(config, profile, loader_profile, beyond)
     costs = loader_costs(profile)
     loop_s, loop_per_image = loop_work(config, profile)
     # the step's rate of the whole system at each side, the loader's work it does not hide

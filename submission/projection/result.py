@@ -45,6 +45,9 @@ class Projection:
     energy_note: str = ""
     # MLPerf closed-division records on the system's GPUs: another recipe, shown beside
     closed_records: list[ClosedRecord] = field(default_factory=list)
+    # where the loader limits training parts: the thread count that would lift them (and the
+    # minutes then), or that none the host has would ("": the loader limits none)
+    loader_lift: str = ""
 
     def of_kind(self, kind: str) -> list[Part]:
         return [p for p in self.parts if p.kind == kind]

@@ -2,12 +2,11 @@
 table `python -m submission project` prints."""
 from __future__ import annotations
 
-import math
-
 from .. import inventory, published
 from ..bench_profile import RATE_SETTINGS, BenchProfile
 from ..config import Config
 from ..loader_kinds import kind_of
+from ..loader_threads import LoaderThreads
 from ..run_plan import RunPlan
 from .rates import Rates, compiled_rates, sam_passes
 from .result import TRAINING, Part, Projection
@@ -47,10 +46,9 @@ def _measured_lines(config: Config, profile: BenchProfile, loader_profile: Bench
         f"data-parallel efficiency {rates.dp_efficiency:g} "
         + ("(one process: none needed)" if rates.processes == 1 else
            "(assumed, not measured; pass dp_efficiency= to change it)"),
-        (f"loader threads per process: {loader.threads} = min(workers_per_device "
-         f"{config.workers_per_device}, {loader.vcpu_source} / {config.processes_per_node} processes); "
-         f"the {'loader profile' if loader_profile is not None else 'profile'}'s loader ran "
-         f"{loader.figures.threads} threads at {loader.figures.img_per_s:,.0f} img/s, scaled per thread"
+        (f"loader threads per process: {_threads_words(loader.threads)}{_hyperthreads(config, loader.count)}; "
+         f"the {'loader profile' if loader_profile is not None else 'profile'}'s loader: "
+         f"{loader.curve.words(loader.count)}"
          if loader.scales_with_threads else
          f"the device loader: {loader.figures.img_per_s:,.0f} img/s per process, as the "
          f"{'loader profile' if loader_profile is not None else 'profile'} measured it (it decodes "
@@ -65,6 +63,25 @@ def _measured_lines(config: Config, profile: BenchProfile, loader_profile: Bench
          f"resizing the batch, the EMA update; the profile's loop_overhead at {overhead.side} px)"
          if overhead else "the loop's own work around each step: not in the profile, not counted"),
     ]
+
+
+def _threads_words(threads: LoaderThreads) -> str:
+    """The count and where it comes from; a given count that would not fit, and what fits."""
+    if threads.problem:
+        return (f"{threads.threads}, what fits: a campaign would refuse workers_per_device as given "
+                f"({threads.problem.split('; pass')[0]})")
+    return f"{threads.threads} ({threads.origin if threads.derived else 'workers_per_device from ' + threads.origin})"
+
+
+def _hyperthreads(config: Config, threads: int) -> str:
+    """Where the descriptor states physical cores: the threads of a process beyond its cores."""
+    stated = config.descriptor
+    cores = (stated.host_processor_core_count or 0) * (stated.host_processors_per_node or 0)
+    per_process = cores // config.processes_per_node
+    if not per_process or threads <= per_process or (stated.host_vcpus or 0) <= cores:
+        return ""
+    return (f" ({threads - per_process} of them beyond the {per_process} physical cores a process has: "
+            "on hyperthreads)")
 
 
 def _run_lines(config: Config, plan: RunPlan, eval_images: int, train_images: int,
@@ -197,15 +214,17 @@ def loader_summary(config: Config, rates: Rates, parts: list[Part],
     train_parts = [part for part in parts if part.kind == TRAINING]
     limited = [part for part in train_parts if part.limited_by == "loader"]
     fastest, slowest = max(rates.step_rates.values()), min(rates.step_rates.values())
-    threads, processes, per_thread = loader.threads, rates.processes, loader.per_thread
+    threads, processes, curve = loader.count, rates.processes, loader.curve
     all_vcpus = loader.vcpus // config.processes_per_node
     rate = published.throughput_for(config.system_id, config.recipe)
     training = sum(p.images for p in train_parts) / sum(p.seconds for p in train_parts)
+    feeding = next((t for t in range(1, max(all_vcpus, curve.largest) * 4 + 1)
+                    if curve.at(t) * processes >= fastest), None)
     return [
-        f"the {loader.kind} loader: {per_thread:,.1f} img/s per thread (measured: "
-        f"{loader.figures.threads} thread(s) at {loader.figures.img_per_s:,.1f} img/s), x {threads} "
-        f"threads per process x {processes} processes = {rates.loader_rate:,.0f} img/s for the "
-        "whole system",
+        f"the {loader.kind} loader: {loader.per_process:,.1f} img/s per process at {threads} threads "
+        f"(measured: {loader.figures.threads} thread(s) at {loader.figures.img_per_s:,.1f} img/s; "
+        f"{curve.largest} the most measured), x {processes} processes = {rates.loader_rate:,.0f} img/s "
+        "for the whole system",
         f"the step alone: {slowest:,.0f} to {fastest:,.0f} img/s for the whole system over the "
         "sides of the run",
         (f"loader-limited: {len(limited)} of {len(train_parts)} training parts ("
@@ -214,9 +233,9 @@ def loader_summary(config: Config, rates: Rates, parts: list[Part],
          f"training time" if limited else
          f"loader-limited: none of the {len(train_parts)} training parts (step-limited throughout)"),
         f"threads per process to feed the step at its fastest side: "
-        f"{math.ceil(fastest / processes / per_thread)}; this system has {threads} "
-        f"(workers_per_device {config.workers_per_device}, {all_vcpus} vCPUs per process); every "
-        f"vCPU a loader thread: {per_thread * all_vcpus * processes:,.0f} img/s",
+        f"{feeding or 'none along what was measured and assumed'}; this system has {threads} "
+        f"({all_vcpus} vCPUs per process); every vCPU a loader thread: "
+        f"{curve.at(all_vcpus) * processes:,.0f} img/s",
         f"the loader limits the step at its fastest side below "
         f"{fastest / (threads * processes):,.1f} img/s per thread, at every side below "
         f"{slowest / (threads * processes):,.1f} ({threads} threads x {processes} processes)",
@@ -282,6 +301,8 @@ def format_projection(p: Projection) -> str:
     if p.closed_records:
         lines.append("Rows marked *another recipe* are MLPerf results on this system's GPUs that ran "
                      f"{published.ANOTHER_RECIPE}: beside the projection, not joined to it.")
+    if p.loader_lift:
+        lines += ["", f"Loader threads: {p.loader_lift}."]
     if p.loader_summary:
         lines += ["", "Where the loader limits:"] + [f"- {line}" for line in p.loader_summary]
     lines += ["", "Assumptions:"] + [f"- {a}" for a in p.assumptions]

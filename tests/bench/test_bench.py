@@ -71,11 +71,23 @@ def test_bench_on_a_small_training_set_writes_a_profile_of_every_size(tmp_path, 
     assert data["loader_setup_s"]["warm"]["warm_up_s"] > 0 == data["loader_setup_s"]["cold"]["warm_up_s"]
     for row in ("plain torchvision loop", "MFU", "progressive-resizing sizes", "first training batch"):
         assert row in done.stdout
+    # the train loader alone by its threads, up to the CPUs this process may use
+    from submission.bench.thread_rows import thread_counts
+    from submission.inventory import usable_cpus
+    sweep = data["loader_sweep"]
+    assert sweep["kind"] == "ffcv" and sweep["cpus"] == usable_cpus() and sweep["resolution"] == 32
+    assert sorted(map(int, sweep["by_threads"])) == thread_counts(usable_cpus(), None)
+    assert all(rate["img_per_s"] > 0 for rate in sweep["by_threads"].values())
+    assert "the FFCV train loader alone by its threads" in done.stdout
+    assert read_profile(profile).loader_sweep.img_per_s[1] == sweep["by_threads"]["1"]["img_per_s"]
 
 
 @pytest.mark.e2e
 @pytest.mark.loaders_interpreted     # what is timed is not asserted: the rows, the files, their sizes
 def test_loader_sweep_times_every_write_option_on_the_same_images(tmp_path):
+    from submission.bench.thread_rows import thread_counts
+    from submission.inventory import usable_cpus
+
     from image_folders import make_nested
     make_nested(tmp_path / "images", train_counts=(12, 12, 12), val_counts=(2, 2, 2))
     done = subprocess.run(
@@ -94,6 +106,8 @@ def test_loader_sweep_times_every_write_option_on_the_same_images(tmp_path):
     assert all(0 < int(r[10]) <= 32 and float(r[11]) > 0 and r[12] == "-" and float(r[13]) > 0 for r in rows)
     assert "FFCV loader     device loader  ops/batch  host ms  decode ms  device ms" in done.stdout
     assert "36 images" in done.stdout
+    threads = done.stdout.split("the FFCV train loader alone by its threads")[1].splitlines()[2:]
+    assert [int(row.split()[0]) for row in threads if row.strip()[:1].isdigit()] == thread_counts(usable_cpus(), None)
     betons = list((tmp_path / "cache" / "images").glob("train-*.beton"))
     assert len(betons) == 5                          # one file per write option
     raw, jpg = (next(r for r in rows if r[0] == mode and r[1] == "500") for mode in ("raw", "jpg"))
