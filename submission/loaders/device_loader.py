@@ -285,8 +285,8 @@ class DeviceLoader:
         if count not in self._offsets:
             taps = self.ring()[0].layout.taps
             self._offsets[count] = torch.arange(0, count * self.side * taps, taps).to(self.device)
-            if self.device.type == "cuda":     # made once, read by batches on any stream after
-                torch.cuda.current_stream(self.device).synchronize()
+            # made once, read by batches on any stream after
+            self.streams.synchronize(self.streams.record(self.streams.current()))
         return self._offsets[count]
 
     def decode(self, host: HostBatch, synchronize: bool) -> list[torch.Tensor] | None:
