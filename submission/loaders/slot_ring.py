@@ -48,6 +48,9 @@ class SlotRing:
         """A slot for a batch gathered outside an epoch (it stays free: no epoch runs meanwhile),
         once the device has passed its last read."""
         with self._changed:
+            if not self._free:
+                raise RuntimeError("a batch gathered outside an epoch while an epoch of the same loader holds every "
+                                   "ring slot: close that epoch first")
             slot = self._free[0]
             self._free.rotate(-1)
         self._wait_last_read(slot)
