@@ -99,14 +99,20 @@ class BatchCosts:
     its device work calls from Python and `augmentation_ops` its augmentation's (the device
     loader's, counted with torch.profiler; None for the others: their kind's `uncounted_ops`),
     `host_s` its host work (the device loader's compiled gather, median; FFCV's and
-    torchvision's whole batch at their rate alone: all of their work is host work); the device
-    loader's `decode_s`, its device's JPEG decode, and `device_s`, the rest of its device part
-    (on a GPU the Python that queues it, on a CPU the work itself), medians (None for the others)."""
+    torchvision's whole batch at their rate alone: all of their work is host work). The device
+    loader's stages measured apart, medians (None for the others): `decode_s` its device's JPEG
+    decode, `device_s` the rest of its device part (on a GPU the Python that queues it, on a CPU
+    the work itself), `slot_wait_s` its gather's wait for a free ring slot, `batch_wait_s` the
+    step's wait for a made batch; `host_waits` its host's waits for the device per batch (0 on the
+    steady path)."""
     torch_ops: int | None
     augmentation_ops: int | None
     host_s: float | None
     device_s: float | None
     decode_s: float | None
+    slot_wait_s: float | None = None
+    batch_wait_s: float | None = None
+    host_waits: float | None = None
 
 
 def per_batch_costs(loader: Loader, batch: int, img_per_s: float) -> BatchCosts:
@@ -116,11 +122,13 @@ def per_batch_costs(loader: Loader, batch: int, img_per_s: float) -> BatchCosts:
                           decode_s=None)
     from ..loaders.device_loader import AUGMENT, DeviceLoader
     counting = cast(DeviceLoader, loader)       # the one kind whose operations are counted (loader_kinds.py)
-    ms = counting.timings.per_batch_ms()        # of the batches timed: before the count's two
+    timings = counting.timings                  # of the batches timed: before the count's two
+    seconds = {part: None if ms is None else ms / 1e3 for part, ms in timings.per_batch_ms().items()}
+    host_waits = timings.host_waits_per_batch()
     counted = counting.ops_per_batch()
-    seconds = {name: None if value is None else value / 1e3 for name, value in ms.items()}
     return BatchCosts(torch_ops=counted.ops, augmentation_ops=counted.parts[AUGMENT] if counting.augment else None,
-                      host_s=seconds["host"], device_s=seconds["device"], decode_s=seconds["decode"])
+                      host_s=seconds["gather"], device_s=seconds["device"], decode_s=seconds["decode"],
+                      slot_wait_s=seconds["slot"], batch_wait_s=seconds["batch"], host_waits=host_waits)
 
 
 def describe_costs(kind: LoaderKind, costs: BatchCosts, threads: int) -> str:
@@ -131,9 +139,12 @@ def describe_costs(kind: LoaderKind, costs: BatchCosts, threads: int) -> str:
     augmentation = (f", its augmentation's {costs.augmentation_ops} apart"
                     if costs.augmentation_ops is not None else "")
     decode = f", the device's JPEG decode {_in_ms(costs.decode_s):.1f} ms" if costs.decode_s is not None else ""
-    return (f"per batch: {costs.torch_ops} torch operations called from Python{augmentation}; host "
-            f"{_in_ms(costs.host_s):.1f} ms (the compiled gather, {threads} thread(s), the interpreter free), "
-            f"the rest of its device part {_in_ms(costs.device_s):.1f} ms{decode}")
+    waits = "n/a" if costs.host_waits is None else f"{costs.host_waits:.2f}"
+    return (f"per batch: {costs.torch_ops} torch operations called from Python{augmentation}, {waits} host "
+            f"synchronizations; host {_in_ms(costs.host_s):.1f} ms (the compiled gather, {threads} thread(s), the "
+            f"interpreter free), the rest of its device part {_in_ms(costs.device_s):.1f} ms{decode}; waits: "
+            f"the gather's for a free slot {_in_ms(costs.slot_wait_s):.1f} ms, the step's for a batch "
+            f"{_in_ms(costs.batch_wait_s):.1f} ms")
 
 
 def _in_ms(seconds: float | None) -> float:

@@ -15,8 +15,10 @@ and padded into it, every crop resized by two weighted sums of the table rows an
 taps name (area_resize.resize; the flip is in the column taps), RandAugment or TrivialAugment
 where the configuration has one (methods/randaugment_batch.py, trivialaugment_batch.py).
 Batches leave as FFCV's do: uint8 N x 3 x side x side in channels-last memory on the device,
-labels int64 (N, 1). epoch_ahead.EpochAhead makes them AHEAD of the step, on a GPU on a CUDA
-stream of the loader's own.
+labels int64 (N, 1). epoch_ahead.EpochAhead makes them AHEAD of the step in three stages on
+threads of their own (gather, decode, transform), on a GPU on two CUDA streams of the loader's
+own (the decoder's, the compute's); the ring of host slots and the event of each one's last
+read live as long as the loader (slot_ring.SlotRing).
 
 Order and sharding are FFCV's RANDOM order (traversal_order/random.py): one process, a
 permutation from default_rng(seed + epoch); several, a DistributedSampler(seed) per epoch
@@ -42,11 +44,14 @@ from ..data.beton_samples import JPEG, BetonSamples
 from ..loader_kinds import DEVICE
 from . import area_resize, batch_gather
 from .batch_gather import Crops, Gathered, HostSlot, Layout
+from .device_streams import UNSAFE, Stream, streams_of
 from .epoch_ahead import EpochAhead
 from .protocol import Batch, LoaderFigures
+from .slot_ring import SlotRing
 from .torch_ops import OpCount, count_ops
 
 AHEAD = 2        # batches made ahead of the one the step takes
+STAGE_SLOTS = 5  # ring slots the stages and the queues between them hold at most (epoch_ahead)
 RECENT = 200     # batches whose timings BatchTimings keeps
 DECODE, AUGMENT = "device_loader.decode", "device_loader.augment"    # named parts of a batch's device work
 # the decoded JPEGs are padded in one operation by a (strided) nested tensor, which torch calls
@@ -58,16 +63,16 @@ class UndecodableSample(RuntimeError):
     """A sample's JPEG does not decode: the .beton is damaged."""
 
 
-def decode_jpegs(jpegs: list[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
+def decode_jpegs(jpegs: list[torch.Tensor], device: torch.device, synchronize: bool = True) -> list[torch.Tensor]:
     """`jpegs` (CPU uint8 tensors of JPEG files) decoded by torchvision on `device`: (3, H, W)
     uint8 each, nvJPEG on a GPU. There torchvision allocates the outputs on the current stream
     and nvJPEG's hardware engine writes them from a stream of its own without waiting for the
     current one: a block the current stream has freed while kernels queued on it still read it
-    would be overwritten under them (pytorch/vision#9606, meta-pytorch/torchcodec#1634). The
-    current stream is synchronized first, so that no freed block has a reader left
-    (docs/gpu-data.md)."""
+    would be overwritten under them (pytorch/vision#9606, meta-pytorch/torchcodec#1634). Unless
+    the current stream runs nothing but the decoder (the pipeline's decode stage: `synchronize`
+    False), it is synchronized first, so that no freed block has a reader left (docs/gpu-data.md)."""
     from torchvision.io import ImageReadMode, decode_jpeg
-    if device.type == "cuda":
+    if synchronize and device.type == "cuda":
         torch.cuda.current_stream(device).synchronize()
     return decode_jpeg(jpegs, device=device, mode=ImageReadMode.RGB)
 
@@ -90,7 +95,6 @@ class HostBatch:
     boxes: np.ndarray                    # (n, 4) crops: top, left, height, width
     flips: np.ndarray                    # (n,) horizontal flips
     augment: list | None                 # the augmentation's draws (BatchAugment.draw)
-    decode_s: float = 0.0                # the device's decode of its JPEGs, once done
 
     def jpeg_samples(self, samples: BetonSamples) -> np.ndarray:
         """The samples of the JPEGs the device decodes, in the batch's order."""
@@ -98,20 +102,36 @@ class HostBatch:
 
 
 class BatchTimings:
-    """What the loader measured of its own work, batch by batch (the last RECENT batches): the
-    compiled gather on the host (the interpreter free), the device's JPEG decode (the stream
-    synchronized, then nvJPEG), and the rest of the device part (on a GPU the Python that
-    queues its work; on a CPU the work itself)."""
+    """What the loader measured of its own work, each part apart, batch by batch (the last RECENT
+    batches): the compiled gather on the host (the interpreter free), the device's JPEG decode
+    (nvJPEG's call on a GPU, which returns once its images are written; none where the host
+    decodes), the rest of the device part (on a GPU the Python that queues it; on a CPU the work
+    itself), the gather's wait for a free ring slot (`slot`) and the step's for a made batch
+    (`batch`); and the host's waits for the device (a ring slot whose last read the device had
+    not passed), per batch gathered."""
+    PARTS = ("gather", "decode", "device", "slot", "batch")
 
     def __init__(self) -> None:
-        self.host_s: deque[float] = deque(maxlen=RECENT)
-        self.decode_s: deque[float] = deque(maxlen=RECENT)
-        self.device_s: deque[float] = deque(maxlen=RECENT)
+        self.seconds: dict[str, deque[float]] = {part: deque(maxlen=RECENT) for part in self.PARTS}
+        self.host_waits: deque[int] = deque(maxlen=RECENT)
+
+    def took(self, part: str, seconds: float) -> None:
+        """`seconds` of one batch's `part` (one of PARTS)."""
+        self.seconds[part].append(seconds)
+
+    def claimed(self, seconds: float, host_waits: int) -> None:
+        """A slot claimed for a batch's gather after `seconds`, `host_waits` of them for the device."""
+        self.seconds["slot"].append(seconds)
+        self.host_waits.append(host_waits)
 
     def per_batch_ms(self) -> dict[str, float | None]:
         """Median milliseconds per batch of each part (None: not measured yet)."""
-        return {name: float(np.median(list(values))) * 1e3 if values else None
-                for name, values in (("host", self.host_s), ("decode", self.decode_s), ("device", self.device_s))}
+        return {part: float(np.median(list(values))) * 1e3 if values else None
+                for part, values in self.seconds.items()}
+
+    def host_waits_per_batch(self) -> float | None:
+        """The host's waits for the device per batch gathered (None: none gathered yet)."""
+        return float(np.mean(list(self.host_waits))) if self.host_waits else None
 
 
 class DeviceLoader:
@@ -134,10 +154,10 @@ class DeviceLoader:
         # to run the GPU's path
         self.jpegs_on_device = device.type == "cuda"
         self.timings = BatchTimings()
-        self._ring: list[HostSlot] = []
-        self._next_slot = 0
+        self.streams = streams_of(device)        # the seam a CPU test replaces (device_streams)
+        self._ring: SlotRing | None = None
         self._offsets: dict[int, torch.Tensor] = {}
-        self._stream: torch.cuda.Stream | None = None
+        self._stage_streams: tuple[Stream, Stream] | None = None
 
     def order(self, epoch: int) -> np.ndarray:
         """This rank's sample indices of `epoch`, in order."""
@@ -172,33 +192,40 @@ class DeviceLoader:
         finally:
             ahead.stop()
 
-    def cuda_stream(self) -> torch.cuda.Stream:
-        """The loader's own CUDA stream, the same every epoch (the blocks it frees are cached for
-        its own later batches, not for a stream of another epoch)."""
-        if self._stream is None:
-            self._stream = torch.cuda.Stream(self.device)
-        return self._stream
+    def stage_streams(self) -> tuple[Stream, Stream]:
+        """The loader's own streams, the decoder's and the compute's, the same every epoch (the
+        blocks each frees are cached for its own later batches, not for a stream of another epoch)."""
+        if self._stage_streams is None:
+            self._stage_streams = (self.streams.new(), self.streams.new())
+        return self._stage_streams
 
     def ring(self) -> list[HostSlot]:
-        """The host slots batches are gathered into (AHEAD + 2: those waiting for the step,
-        the one it finishes, the one being filled); pinned on a GPU."""
+        """The host slots batches are gathered into, pinned on a GPU: as many as the stages hold
+        (STAGE_SLOTS) and as the batches made ahead, so that a slot released is written again
+        only after as many others, by when the device has long passed its reads."""
+        return self.slot_ring().slots
+
+    def slot_ring(self) -> SlotRing:
+        """The ring, which owns the slots and the events of their last reads for as long as the
+        loader lives (every epoch, measurement and batch gathered outside an epoch)."""
         decode_here = not self.jpegs_on_device
-        if not self._ring or self._ring[0].layout.decode_here != decode_here:
+        if self._ring is None or self._ring.slots[0].layout.decode_here != decode_here:
+            if self._ring is not None:         # its reads passed before its slots are let go
+                self.streams.synchronize_device()
             layout = Layout.of(self.samples, self.side, decode_here)
-            self._ring = [HostSlot(layout, self.batch_size, pin=self.device.type == "cuda")
-                          for _ in range(self.batches_ahead + 2)]
+            self._ring = SlotRing([HostSlot(layout, self.batch_size, pin=self.device.type == "cuda")
+                                   for _ in range(STAGE_SLOTS + self.batches_ahead)], self.streams)
         return self._ring
 
     # ---- the host's part ---------------------------------------------------------------
     def host(self, indices: np.ndarray, seed: int, slot: HostSlot | None = None) -> HostBatch:
-        """The batch of samples `indices` gathered on the host into `slot` (the ring's next,
-        outside an epoch), its draws made from `seed`."""
+        """The batch of samples `indices` gathered on the host into `slot` (outside an epoch, a
+        slot of the ring once the device has passed its last read), its draws made from `seed`."""
         if slot is None:
-            ring = self.ring()
-            slot, self._next_slot = ring[self._next_slot % len(ring)], self._next_slot + 1
+            slot = self.slot_ring().borrow()
         start = time.perf_counter()
         gathered = batch_gather.gather(self.samples, indices, self.crops, seed, slot, self.threads)
-        self.timings.host_s.append(time.perf_counter() - start)
+        self.timings.took("gather", time.perf_counter() - start)
         count = gathered.count
         augment = self.augment.draw(count, np.random.default_rng(seed)) if self.augment else None
         return HostBatch(np.asarray(indices), slot, gathered, slot.boxes[:count].copy(),
@@ -206,13 +233,23 @@ class DeviceLoader:
 
     # ---- the device's part ---------------------------------------------------------------
     def on_device(self, host: HostBatch) -> tuple[torch.Tensor, torch.Tensor]:
-        """The batch the step takes: (uint8 images, channels last; labels (n, 1)); the same
-        torch operations whatever the batch's size (docs/gpu-data.md)."""
+        """The batch the step takes: (uint8 images, channels last; labels (n, 1)), its JPEGs
+        decoded and its work queued on the current stream, which is synchronized before the
+        decode (decode_jpegs), and the event of its reads noted on the ring; the same torch
+        operations whatever the batch's size (docs/gpu-data.md)."""
+        made = self.transform(host, self.decode(host, synchronize=True))
+        self.slot_ring().read(host.slot, self.streams.record(self.streams.current()))
+        return made
+
+    def transform(self, host: HostBatch, decoded: list[torch.Tensor] | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The batch's device work after its decode (`decoded`: its JPEGs' images, on the
+        device), queued on the current stream: the slot's copies, the crops' resize, the
+        augmentation."""
         start = time.perf_counter()
         self._refuse_undecoded(host)
         device, cuda, got, layout = self.device, self.device.type == "cuda", host.gathered, host.slot.layout
         index, weights, labels = host.slot.views(got.count)
-        crops = area_resize.resize(self._table(host), index.to(device, non_blocking=cuda),
+        crops = area_resize.resize(self._table(host, decoded), index.to(device, non_blocking=cuda),
                                    weights.to(device, non_blocking=cuda), self._bags(got.count),
                                    got.count, layout.width)
         images = crops.round_().clamp_(0, 255).permute(0, 3, 2, 1).to(dtype=torch.uint8,
@@ -222,7 +259,7 @@ class DeviceLoader:
             assert self.augment is not None       # which drew host.augment
             with torch.profiler.record_function(AUGMENT):
                 images = self.augment.apply(images, host.augment).contiguous(memory_format=torch.channels_last)
-        self.timings.device_s.append(time.perf_counter() - start - host.decode_s)
+        self.timings.took("device", time.perf_counter() - start)
         return images, labels
 
     def ops_per_batch(self) -> OpCount:
@@ -234,12 +271,10 @@ class DeviceLoader:
         host = self.host(indices, seed=1)
         return count_ops(lambda: self.on_device(host), parts=(AUGMENT,), as_one=(DECODE,))[1]
 
-    def _table(self, host: HostBatch) -> torch.Tensor:
+    def _table(self, host: HostBatch, decoded: list[torch.Tensor] | None) -> torch.Tensor:
         """The batch's table on the device, in float32: raw (and host-decoded) images' rows, then
-        the canvases of the JPEGs the device decodes (decoded first: the stream is synchronized
-        before nvJPEG writes, decode_jpegs)."""
+        the canvases of the JPEGs the device decoded."""
         slot, got = host.slot, host.gathered
-        decoded = self._decode(host) if got.jpegs else None
         table = slot.pixels[:got.rows].to(self.device, non_blocking=self.device.type == "cuda")
         if decoded is not None:
             table = torch.cat((table, self._canvases(host, decoded)))
@@ -250,25 +285,31 @@ class DeviceLoader:
         if count not in self._offsets:
             taps = self.ring()[0].layout.taps
             self._offsets[count] = torch.arange(0, count * self.side * taps, taps).to(self.device)
-            if self.device.type == "cuda":     # made once, read by batches on any stream after
-                torch.cuda.current_stream(self.device).synchronize()
+            # made once, read by batches on any stream after
+            self.streams.synchronize(self.streams.record(self.streams.current()))
         return self._offsets[count]
 
-    def _decode(self, host: HostBatch) -> list[torch.Tensor]:
-        """The batch's JPEGs decoded on the device (nvJPEG on a GPU), each (3, H, W); a sample
-        that does not decode is named."""
+    def decode(self, host: HostBatch, synchronize: bool) -> list[torch.Tensor] | None:
+        """The batch's JPEGs decoded on the device (nvJPEG on a GPU), each (3, H, W), on the
+        current stream, synchronized first where it runs more than the decoder (decode_jpegs);
+        None where the batch has none for the device. A sample that does not decode is named,
+        once the device has stopped writing (torchvision lets a failed decode's outputs go
+        without waiting for nvJPEG)."""
         slot, got = host.slot, host.gathered
+        if not got.jpegs:
+            return None
         jpegs = torch.split(slot.jpeg_bytes[:got.jpeg_used], slot.jpeg_lengths[:got.jpegs].tolist())
         start = time.perf_counter()
         try:
             with torch.profiler.record_function(DECODE):
-                decoded = decode_jpegs(list(jpegs), self.device)
-            host.decode_s = time.perf_counter() - start
-            self.timings.decode_s.append(host.decode_s)
-            return decoded
+                decoded = decode_jpegs(list(jpegs), self.device, synchronize)
         except RuntimeError as exc:
+            if not UNSAFE.no_error_sync:
+                self.streams.synchronize_device()
             self._name_undecodable(host)
             raise UndecodableSample(f"a JPEG of {self.samples.path} does not decode: {exc}") from exc
+        self.timings.took("decode", time.perf_counter() - start)
+        return decoded
 
     def _canvases(self, host: HostBatch, decoded: list[torch.Tensor]) -> torch.Tensor:
         """The decoded images padded to canvases of the layout's rows and width, as table rows
@@ -312,7 +353,9 @@ class DeviceLoader:
         return LoaderFigures(threads=self.threads, batches_ahead=self.batches_ahead)
 
     def close(self) -> None:
-        self._ring = []
+        if self._ring is not None:          # its reads passed before its slots are let go
+            self.streams.synchronize_device()
+        self._ring = None
 
 
 def train_loader(path: str, resolution: int, batch_size: int, workers: int, seed: int,

@@ -1,21 +1,30 @@
-"""An epoch of the device loader's batches (device_loader.DeviceLoader), made ahead of the step
-by threads of their own, so that the step's thread only takes them.
+"""An epoch of the device loader's batches (device_loader.DeviceLoader), made ahead of the step by
+three stages on threads of their own, so that the step's thread only takes them and a batch
+costs about its slowest stage, not their sum (docs/gpu-data.md, with a diagram):
 
-One thread gathers each batch on the host (the loader's `host`: one compiled call that leaves
-the interpreter free) into a free slot of the loader's ring of host buffers. On a GPU a second
-thread queues each batch's device work (`on_device`) on a CUDA stream of the loader's, records
-an event after it, and hands the slot back with that event: the slot is refilled only once the
-GPU has passed it (its copies done); the step's stream waits for the event before it reads the
-batch, whose tensors are recorded on the step's stream (freed, they are not reused before the
-step is done with them). On a CPU the step's thread does the device work when it takes a batch
-(a torch operation in another thread would start an OpenMP team of its own beside the step's:
-docs/ffcv-notes.md) and then hands the slot back. Exceptions reach the step's thread; leaving
-the epoch stops the threads.
+  gather     (host)   a slot claimed from the loader's ring (slot_ring: once the device has
+                      passed its last read), the batch gathered into it by one compiled call
+                      that leaves the interpreter free;
+  decode     the batch's JPEGs decoded on a stream that runs nothing but the decoder (nvJPEG;
+                      on a CPU no JPEG is left to decode: the gather decoded them), an event
+                      after it; a slot read, noted on the ring;
+  transform  on the loader's compute stream, after the decode's event: the copies out of the
+                      slot, the crops' resize, the augmentation; an event after it, noted on the
+                      ring as the slot's last read, the slot released, the batch handed on.
+
+No stage waits on the host for another's kernels: the streams wait for each other's events,
+the decoded images are recorded on the compute stream that reads them (their blocks are not
+handed to the decoder again before it is done), and the step's stream waits for the batch's
+event and records its tensors. The streams and events are the loader's seam
+(device_streams.Streams: nothing on a CPU). An exception in any stage is handed down the
+stages to the step's thread, which raises it; leaving the epoch stops all three threads and
+hands the slots they held back to the ring.
 """
 from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -23,6 +32,8 @@ import numpy as np
 import torch
 
 from .batch_gather import HostSlot
+from .device_streams import UNSAFE, Event, Stream, Streams
+from .slot_ring import SlotRing
 
 
 class _Gathered(Protocol):
@@ -31,18 +42,23 @@ class _Gathered(Protocol):
     def slot(self) -> HostSlot: ...
 
 
+class _Timings(Protocol):
+    """What the stages measure (device_loader.BatchTimings)."""
+    def took(self, part: str, seconds: float) -> None: ...
+
+    def claimed(self, seconds: float, host_waits: int) -> None: ...
+
+
 Host = TypeVar("Host", bound=_Gathered)
 Batch = tuple[torch.Tensor, torch.Tensor]     # images, labels on the device
-# what the threads hand on: ("host", a gathered batch), ("batch", a Batch, its event), ("end",) or
-# ("error", the exception), each padded with None to three
-Item = tuple[str, Any, torch.cuda.Event | None]
+# what the stages hand on: ("host", a gathered batch, decoded JPEGs or None, the decode's event),
+# ("batch", a Batch, its event), ("end",) or ("error", the exception), padded with None to four
+Item = tuple[str, Any, Any, Event]
+END: Item = ("end", None, None, None)
 
 
 class Source(Protocol[Host]):
     """What an epoch takes of its loader (device_loader.DeviceLoader, which imports this module)."""
-    @property
-    def device(self) -> torch.device: ...
-
     @property
     def batches_ahead(self) -> int: ...
 
@@ -52,13 +68,21 @@ class Source(Protocol[Host]):
     @property
     def rank(self) -> int: ...
 
-    def ring(self) -> list[HostSlot]: ...
+    @property
+    def streams(self) -> Streams: ...
 
-    def cuda_stream(self) -> torch.cuda.Stream: ...
+    @property
+    def timings(self) -> _Timings: ...
+
+    def slot_ring(self) -> SlotRing: ...
+
+    def stage_streams(self) -> tuple[Stream, Stream]: ...     # decode, compute
 
     def host(self, indices: np.ndarray, seed: int, slot: HostSlot | None = ...) -> Host: ...
 
-    def on_device(self, host: Host) -> Batch: ...
+    def decode(self, host: Host, synchronize: bool) -> list[torch.Tensor] | None: ...
+
+    def transform(self, host: Host, decoded: list[torch.Tensor] | None) -> Batch: ...
 
 
 def batch_seed(seed: int, rank: int, epoch: int, number: int) -> int:
@@ -71,21 +95,22 @@ class EpochAhead(Generic[Host]):
     them made before the step takes them."""
 
     def __init__(self, loader: Source[Host], epoch: int, batches: list[np.ndarray]) -> None:
-        self.loader, self.cuda = loader, loader.device.type == "cuda"
+        self.loader, self.streams, self.ring = loader, loader.streams, loader.slot_ring()
+        if UNSAFE.forget_slots:
+            self.ring.forget()
+        self.decode_stream, self.compute_stream = loader.stage_streams()
+        if UNSAFE.shared_decode_stream:
+            self.decode_stream = self.compute_stream
         self.stopping = threading.Event()
-        self.made: queue.Queue = queue.Queue(maxsize=loader.batches_ahead)
-        self.free: queue.Queue = queue.Queue()
-        for slot in loader.ring():
-            self.free.put((slot, None))
-        self.threads = [threading.Thread(target=self._gather, args=(epoch, batches, self.made), daemon=True,
-                                         name="device-loader")]
-        if self.cuda:
-            gathered: queue.Queue = queue.Queue(maxsize=1)
-            self.stream = loader.cuda_stream()
-            self.threads = [threading.Thread(target=self._gather, args=(epoch, batches, gathered), daemon=True,
-                                             name="device-loader"),
-                            threading.Thread(target=self._device, args=(gathered,), daemon=True,
-                                             name="device-loader-device")]
+        gathered: queue.Queue = queue.Queue(maxsize=1)
+        decoded: queue.Queue = queue.Queue(maxsize=1)
+        self.made: queue.Queue = queue.Queue(maxsize=max(1, loader.batches_ahead))
+        self.threads = [
+            threading.Thread(target=self._gather, args=(epoch, batches, gathered), daemon=True,
+                             name="device-loader-gather"),
+            threading.Thread(target=self._decode, args=(gathered, decoded), daemon=True,
+                             name="device-loader-decode"),
+            threading.Thread(target=self._transform, args=(decoded,), daemon=True, name="device-loader-transform")]
         for thread in self.threads:
             thread.start()
 
@@ -93,34 +118,58 @@ class EpochAhead(Generic[Host]):
         loader = self.loader
         try:
             for number, indices in enumerate(batches):
-                taken = self._take(self.free)
-                if taken is None:
+                start, waits = time.perf_counter(), self.ring.host_waits
+                slot = self.ring.claim(self.stopping)
+                if slot is None:
                     return
-                slot, copied = taken
-                if copied is not None:
-                    copied.synchronize()        # the device's copies out of this slot are done
+                loader.timings.claimed(time.perf_counter() - start, self.ring.host_waits - waits)
                 host = loader.host(indices, batch_seed(loader.seed, loader.rank, epoch, number), slot)
-                if not self._put(out, ("host", host, None)):
+                if not self._put(out, ("host", host, None, None)):
                     return
-            self._put(out, ("end", None, None))
-        except BaseException as exc:  # noqa: BLE001 - handed to the step's thread, which raises it
-            self._put(out, ("error", exc, None))
+            self._put(out, END)
+        except BaseException as exc:  # noqa: BLE001 - handed down the stages to the step's thread
+            self._put(out, ("error", exc, None, None))
 
-    def _device(self, gathered: queue.Queue) -> None:
+    def _decode(self, gathered: queue.Queue, out: queue.Queue) -> None:
+        streams, stream = self.streams, self.decode_stream
         try:
-            with torch.cuda.stream(self.stream):
+            with streams.using(stream):
                 while (item := self._take(gathered)) is not None and item[0] == "host":
                     host = item[1]
-                    made = self.loader.on_device(host)
-                    event = torch.cuda.Event()
-                    event.record(self.stream)
-                    self.free.put((host.slot, event))
-                    if not self._put(self.made, ("batch", made, event)):
+                    decoded = self.loader.decode(host, synchronize=False)
+                    event = None
+                    if decoded is not None:
+                        event = streams.record(stream)
+                        self.ring.read(host.slot, event)
+                    if not self._put(out, ("host", host, decoded, event)):
+                        return
+            if item is not None:
+                self._put(out, item)
+        except BaseException as exc:  # noqa: BLE001 - handed down the stages to the step's thread
+            self._put(out, ("error", exc, None, None))
+
+    def _transform(self, decoded: queue.Queue) -> None:
+        streams, stream = self.streams, self.compute_stream
+        try:
+            with streams.using(stream):
+                while (item := self._take(decoded)) is not None and item[0] == "host":
+                    _, host, images, decode_event = item
+                    streams.wait(stream, decode_event)
+                    try:
+                        made = self.loader.transform(host, images)
+                    finally:        # whatever was queued of the batch: its reads end before this event
+                        event = streams.record(stream)
+                        self.ring.read(host.slot, event)
+                        self.ring.release(host.slot)
+                    if images is not None and not UNSAFE.shared_decode_stream:
+                        streams.hand_over(images, stream)
+                    del images
+                    if not self._put(self.made, ("batch", made, None, event)):
                         return
             if item is not None:
                 self._put(self.made, item)
         except BaseException as exc:  # noqa: BLE001 - handed to the step's thread, which raises it
-            self._put(self.made, ("error", exc, None))
+            self._put(self.made, ("error", exc, None, None))
 
     def _put(self, out: queue.Queue, item: Item) -> bool:
         while not self.stopping.is_set():
@@ -131,7 +180,7 @@ class EpochAhead(Generic[Host]):
                 pass
         return False
 
-    def _take(self, source: queue.Queue) -> Any:             # an Item, or a free slot and its event
+    def _take(self, source: queue.Queue) -> Item | None:
         while not self.stopping.is_set():
             try:
                 return source.get(timeout=0.1)
@@ -140,33 +189,31 @@ class EpochAhead(Generic[Host]):
         return None
 
     def _get(self) -> Item:
+        start = time.perf_counter()
         while True:
             try:
-                return self.made.get(timeout=1.0)
+                item = self.made.get(timeout=1.0)
+                self.loader.timings.took("batch", time.perf_counter() - start)
+                return item
             except queue.Empty:
                 if not any(t.is_alive() for t in self.threads) and self.made.empty():
                     raise RuntimeError("the device loader's threads ended without its batch") from None
 
     def __iter__(self) -> Iterator[Batch]:
+        streams = self.streams
         while True:
-            kind, made, event = self._get()
+            kind, made, _, event = self._get()
             if kind == "end":
                 return
             if kind == "error":
                 raise made
-            if kind == "host":
-                host = made
-                made = self.loader.on_device(host)
-                self.free.put((host.slot, None))
-            else:
-                assert event is not None, "a batch made on the device carries its event"
-                stream = torch.cuda.current_stream(self.loader.device)
-                stream.wait_event(event)
-                for tensor in made:
-                    tensor.record_stream(stream)
+            stream = streams.current()
+            streams.wait(stream, event)
+            streams.hand_over(made, stream)
             yield made
 
     def stop(self) -> None:
         self.stopping.set()
         for thread in self.threads:
             thread.join()
+        self.ring.return_held()

@@ -104,7 +104,9 @@ def test_loader_sweep_times_every_write_option_on_the_same_images(tmp_path):
     # the device loader per batch: its torch operations, its host's gather; no decode on the device
     # on a CPU (its JPEGs are decoded on the host)
     assert all(0 < int(r[10]) <= 32 and float(r[11]) > 0 and r[12] == "-" and float(r[13]) > 0 for r in rows)
-    assert "FFCV loader     device loader  ops/batch  host ms  decode ms  device ms" in done.stdout
+    assert ("FFCV loader     device loader  ops/batch  host ms  decode ms  device ms  slot wait ms  batch wait ms"
+            "  syncs/batch") in done.stdout
+    assert all(float(r[14]) >= 0 and float(r[15]) >= 0 and float(r[16]) == 0 for r in rows)    # no host waits on a CPU
     assert "36 images" in done.stdout
     threads = done.stdout.split("the FFCV train loader alone by its threads")[1].splitlines()[2:]
     assert [int(row.split()[0]) for row in threads if row.strip()[:1].isdigit()] == thread_counts(usable_cpus(), None)

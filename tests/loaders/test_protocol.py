@@ -33,7 +33,7 @@ pytestmark = [FFCV_FINALIZER_NOISE, DECODERS_MOVING, pytest.mark.timeout(300)]
 def loader_threads() -> list[str]:
     """The loaders' live threads: FFCV's epochs, the device loader's."""
     return [t.name for t in threading.enumerate()
-            if type(t).__name__ == "EpochIterator" or t.name == "device-loader"]
+            if type(t).__name__ == "EpochIterator" or t.name.startswith("device-loader")]
 
 
 def test_every_kind_is_built_and_evaluated_by_a_loader_of_the_protocol():
