@@ -32,7 +32,8 @@ Rows, in the order they are measured, by the module that measures them:
     recipe's own beside the device loader), and one row per loader side by side.
 quick=true keeps what a profile needs and `qualify` asks for: it leaves out the loaders'
 fresh-process probes, the plain loop, and the fed step at the smallest side; with
-compile=true, also the eager step at the sides other than the compiled rows' two.
+compile=true, also the eager step at the sides other than the compiled rows' two (the eager
+step is fed at those two, as the compiled one is).
 With SAM (sam_interval N), every timed stretch is a multiple of N steps, so each mean holds
 the recipe's share of two-pass SAM steps.
 Ratios between rows survive a noisy machine better than absolute figures.
@@ -100,7 +101,8 @@ def measure(config: Config, device: torch.device, steps: int, rounds: int, quick
     compiled = compiled_rows(config, step, compiled_step, device, steps, rounds) if compiled_step else None
     utilisation = mfu(config, step, full, base, device, rounds)
     used = power(config, step, full, device)
-    fed_sides = (config.train_resolution,) if quick else tuple(dict.fromkeys((config.train_resolution, smallest)))
+    fed_sides = ((config.train_resolution,) if quick and not compiled_step
+                 else tuple(dict.fromkeys((config.train_resolution, smallest))))
     loaders = loader_rows(config, step, data, device, steps, rounds, full, base, fed_sides, compiled_step)
     own = loaders.own
     return BenchProfile(
