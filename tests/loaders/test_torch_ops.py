@@ -5,7 +5,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from conftest import REPO, child_env
+
+pytestmark = pytest.mark.e2e          # each starts a process (torch's import: seconds)
 
 COUNT = """
 import sys, torch
