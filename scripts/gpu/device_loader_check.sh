@@ -46,7 +46,7 @@ work=$(mktemp -d /tmp/device-loader-check.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 if $rehearse; then
   # a CPU: the same steps, minutes smaller; each limit as on the GPU
-  PYTHON=${PYTHON:-.venv/bin/python}; classes=4; per_class=24; val=4; limit=96; batch=16; side=64
+  PYTHON=${PYTHON:-.venv/bin/python}; classes=4; per_class=24; val=4; limit=64; batch=8; side=32
   steps=2; threads="1 2"; system="system=cpu"; compiled="compile=false"; slower=3   # a CPU's limits x3
 else
   PYTHON=${PYTHON:-python3}; classes=10; per_class=300; val=10; limit=2560; batch=256; side=176
