@@ -100,7 +100,7 @@ else
   step bench-mild 260 "$rec/bench-mild.log" "$PYTHON" -m submission bench $system $data recipe=mild \
     train_loader=device $compiled quick=true train_resolution=$side steps=$steps rounds=1 \
     batch_per_device=$batch json="$rec/profile_mild.json"
-  step bench-hot 120 "$rec/bench-hot.log" "$PYTHON" -m submission bench $system $data recipe=hot \
+  step bench-hot 120 "$rec/bench-hot.log" "$PYTHON" -m submission bench $system $data recipe=hot scale_schedule_ratio=3.0 \
     train_loader=device quick=true train_resolution=$side steps=$steps rounds=1 batch_per_device=$batch \
     json="$rec/profile_hot.json"
   summary=$(grep -hE " px .*img/s against|loaders side by side|^  (FFCV|device|torchvision) |device memory|not measured" \
