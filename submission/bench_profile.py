@@ -121,6 +121,9 @@ class LoaderBeside:
     loader: Loader = declare()
     fed_step_by_side: dict[int, FedStep] = declare()
     eval_img_per_s: float = declare(admits=ABOVE_0)
+    # the compiled step (compile=true) fed by the loader, in turns with it on synthetic batches,
+    # at the compiled rows' sides (full size, the smallest); absent: not compiled
+    compiled_fed_step_by_side: dict[int, FedStep] | None = declare(default=None)
 
 
 @dataclass(frozen=True)
@@ -191,6 +194,7 @@ class BenchProfile:
     loader: Loader = declare()
     fed_step_by_side: dict[int, FedStep] = declare()   # {}: none measured
     loader_sweep: LoaderSweep | None = declare(default=None)     # the loader alone at each thread count
+    compiled_fed_step_by_side: dict[int, FedStep] | None = declare(default=None)    # as LoaderBeside's
     loader_beside: LoaderBeside | None = declare(default=None)
     setup_s: SetupExtra | None = declare(default=None)
     loader_setup_s: LoaderSetup | None = declare(default=None)

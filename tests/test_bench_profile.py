@@ -49,6 +49,17 @@ def test_the_shipped_profiles_are_schema_2_and_read_as_before():
     assert rates.loader_costs(h100) == {176: 0.0}
     hot = read(REPO / "docs" / "projection-hot-loader-cpu.json")
     assert hot.loader.kind == "torchvision" and hot.sam_interval == 5
+    # written before the compiled step was fed: none measured, as in an eager bench's
+    assert h100.compiled_fed_step_by_side is None is hot.compiled_fed_step_by_side
+
+
+def test_a_profile_of_the_bench_before_the_compiled_step_was_fed_reads_without_it():
+    """A profile with a loader beside, written before `compiled_fed_step_by_side` was declared."""
+    data = profile_module.to_json(_profile(resolve("cpu", {})))
+    del data["compiled_fed_step_by_side"], data["loader_beside"]["compiled_fed_step_by_side"]
+    older = parse(data, "older.json")
+    assert older.compiled_fed_step_by_side is None is older.loader_beside.compiled_fed_step_by_side
+    assert older.loader_beside.fed_step_by_side == {32: FedStep(98.0, 99.0, in_turns=True)}
 
 
 def test_a_v2_profile_written_and_read_back_is_the_same(tmp_path):
@@ -75,11 +86,13 @@ def _profile(config):
         loader=Loader(kind="ffcv", img_per_s=800.0, threads=config.workers_per_device, resolution=32,
                       epoch_start_s=0.2, host_s_per_batch=0.04),
         fed_step_by_side={32: FedStep(90.0, 99.0, in_turns=True), 16: FedStep(250.0, 290.0, in_turns=True)},
+        compiled_fed_step_by_side={32: FedStep(110.0, 130.0, in_turns=True), 16: FedStep(280.0, 400.0, True)},
         loader_beside=LoaderBeside(
             loader=Loader(kind="device", img_per_s=3000.0, threads=2, resolution=32, epoch_start_s=0.1,
                           device_memory_bytes=1_500_000, torch_ops_per_batch=18, host_s_per_batch=0.003,
                           device_part_s_per_batch=0.001),
-            fed_step_by_side={32: FedStep(98.0, 99.0, in_turns=True)}, eval_img_per_s=400.0),
+            fed_step_by_side={32: FedStep(98.0, 99.0, in_turns=True)}, eval_img_per_s=400.0,
+            compiled_fed_step_by_side={32: FedStep(120.0, 130.0, in_turns=True), 16: FedStep(300.0, 400.0, True)}),
         setup_s=SetupExtra(first_eval_extra=1 / 200 - 1 / 250),
         loader_setup_s=LoaderSetup(cold=probe, warm=dataclasses.replace(probe, warm_up_s=3.0)),
         loop_overhead=LoopOverhead(side=16, normalize_resize_s=0.002, ema_s=0.001, share_of_step=0.05),
@@ -112,7 +125,11 @@ def test_the_bench_writes_version_2_with_every_figure_it_measured(tmp_path):
                    "device_memory_bytes": 1_500_000, "torch_ops_per_batch": 18, "host_s_per_batch": 0.003,
                    "device_part_s_per_batch": 0.001},
         "fed_step_by_side": {"32": {"fed_img_per_s": 98.0, "synthetic_img_per_s": 99.0, "in_turns": True}},
-        "eval_img_per_s": 400.0}
+        "eval_img_per_s": 400.0,
+        "compiled_fed_step_by_side": {"32": {"fed_img_per_s": 120.0, "synthetic_img_per_s": 130.0, "in_turns": True},
+                                      "16": {"fed_img_per_s": 300.0, "synthetic_img_per_s": 400.0, "in_turns": True}}}
+    assert data["compiled_fed_step_by_side"]["16"] == {"fed_img_per_s": 280.0, "synthetic_img_per_s": 400.0,
+                                                       "in_turns": True}
     path = tmp_path / "p.json"
     write(written, path)
     assert read(path) == written
@@ -127,6 +144,10 @@ def test_the_bench_writes_version_2_with_every_figure_it_measured(tmp_path):
     (lambda p: p["fed_step_by_side"]["32"].update(in_turns=1), "fed_step_by_side.32.in_turns is 1, not true or false"),
     (lambda p: p["train_step"]["16"].pop("first_step_s"), "train_step.16.first_step_s is missing"),
     (lambda p: p.pop("fed_step_by_side"), "fed_step_by_side is missing"),
+    (lambda p: p["compiled_fed_step_by_side"]["16"].pop("synthetic_img_per_s"),
+     "compiled_fed_step_by_side.16.synthetic_img_per_s is missing"),
+    (lambda p: p["loader_beside"]["compiled_fed_step_by_side"]["32"].update(fed_img_per_s=0),
+     "loader_beside.compiled_fed_step_by_side.32.fed_img_per_s is 0, not a number above 0"),
     (lambda p: p["train_step"].update({"x16": {"img_per_s": 1.0, "first_step_s": 0.0}}),
      "train_step side 'x16' is not a whole number of px"),
     (lambda p: p["loop_overhead"].pop("ema_s"), "loop_overhead.ema_s is missing"),

@@ -3,6 +3,7 @@ side, in turns with the eager one, and each change between the two sides (the fi
 the new side against its steady rate: what a compiled run loses at a side change)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -18,20 +19,35 @@ from .timing import first_call, in_turns, synthetic_batch, timed
 SIDE_CHANGE_STEPS = 3     # the first steps after a change that are timed one by one
 
 
-def compiled_rows(config: Config, step: RecipeStep, device: torch.device, steps: int, rounds: int,
-                  smallest: int) -> dict[str, Any]:
-    """The profile's `compiled` (recorded for people): per side, as a string, its first call,
-    img/s and the eager step's beside it; with two sides, `side_changes`."""
+@dataclass(frozen=True)
+class CompiledStep:
+    """The recipe step calling the compiled model (compile=true), how it was compiled in words,
+    and the two sides it is timed at: full size and the smallest side of the run's plan (the
+    loaders feed it at both too: loader_rows.py)."""
+    step: RecipeStep
+    how: str
+    sides: tuple[int, ...]
+
+
+def compile_step(config: Config, step: RecipeStep, smallest: int) -> CompiledStep:
+    """The recipe step compiled as a run compiles it, for full size and `smallest`."""
     net = compiled(step.model, cache_folder(config), 2, config.cuda_graphs,  # full size, smallest
                    config.compile_dynamic)
-    compiled_step = step.with_net(net)
     how = ("compiled" + (" + CUDA graphs" if config.cuda_graphs else "")
            + (" (dynamic)" if config.compile_dynamic else ""))
+    return CompiledStep(step.with_net(net), how, tuple(dict.fromkeys((config.train_resolution, smallest))))
+
+
+def compiled_rows(config: Config, step: RecipeStep, compiled: CompiledStep, device: torch.device, steps: int,
+                  rounds: int) -> dict[str, Any]:
+    """The profile's `compiled` (recorded for people): per side, as a string, its first call,
+    img/s and the eager step's beside it; with two sides, `side_changes`."""
+    compiled_step = compiled.step
     shapes = "symbolic sizes" if config.compile_dynamic else "static shapes"
-    say(f"\n  {how} ({shapes}), in turns with the eager step at the same size:")
+    say(f"\n  {compiled.how} ({shapes}), in turns with the eager step at the same size:")
     rates = {}
     rows: dict[str, Any] = {}
-    for side in dict.fromkeys((config.train_resolution, smallest)):   # compute-, then launch-bound
+    for side in compiled.sides:             # compute-, then launch-bound
         synthetic = synthetic_batch(config.batch_per_device, side, step.classes, device)
         first = first_call(partial(compiled_step, *synthetic), device)
         pair = in_turns({"compiled": partial(compiled_step, *synthetic),

@@ -34,8 +34,8 @@ Rows, in the order they are measured, by the module that measures them:
     process may use (sweep_threads=N: up to N; 0: none), the profile's `loader_sweep`.
 quick=true keeps what a profile needs and `qualify` asks for: it leaves out the loaders'
 fresh-process probes, the plain loop, the fed step at the smallest side and the thread sweep
-(unless sweep_threads= is given); with
-compile=true, also the eager step at the sides other than the compiled rows' two.
+(unless sweep_threads= is given); with compile=true, also the eager step at the sides other
+than the compiled rows' two (the eager step is fed at those two, as the compiled one is).
 With SAM (sam_interval N), every timed stretch is a multiple of N steps, so each mean holds
 the recipe's share of two-pass SAM steps.
 Ratios between rows survive a noisy machine better than absolute figures.
@@ -55,7 +55,7 @@ from ..inventory import usable_cpus
 from ..run_plan import RunPlan
 from ..step import build_step
 from ..system_json import fill_from_host
-from .compiled_rows import compiled_rows
+from .compiled_rows import compile_step, compiled_rows
 from .loader_rows import loader_rows
 from .loader_setup_rows import loader_setup_rows
 from .power_rows import power
@@ -102,19 +102,21 @@ def measure(config: Config, device: torch.device, steps: int, rounds: int, quick
     smallest = min(sides)
     overhead = loop_overhead(config, step, full, sides[smallest], smallest, device, steps)
     forward = eval_forward(config, step, data.num_classes, device, steps, base)
-    compiled = compiled_rows(config, step, device, steps, rounds, smallest) if config.compile else None
+    compiled_step = compile_step(config, step, smallest) if config.compile else None
+    compiled = compiled_rows(config, step, compiled_step, device, steps, rounds) if compiled_step else None
     utilisation = mfu(config, step, full, base, device, rounds)
     used = power(config, step, full, device)
-    fed_sides = (config.train_resolution,) if quick else tuple(dict.fromkeys((config.train_resolution, smallest)))
-    loaders = loader_rows(config, step, data, device, steps, rounds, full, base, fed_sides)
+    fed_sides = ((config.train_resolution,) if quick and not compiled_step
+                 else tuple(dict.fromkeys((config.train_resolution, smallest))))
+    loaders = loader_rows(config, step, data, device, steps, rounds, full, base, fed_sides, compiled_step)
     own = loaders.own
     swept = (loader_thread_sweep(config, data.train_path, usable_cpus(), list(thread_counts), device, steps)
              if thread_counts else None)
     return BenchProfile(
         measured=measured(config, steps, rounds), settings=recorded_settings(config), train_step=sides,
         eval_img_per_s=own.eval_img_per_s, loader=own.loader, fed_step_by_side=own.fed_step_by_side,
-        loader_sweep=swept, loader_beside=loaders.beside, setup_s=loaders.setup_s, loader_setup_s=setup,
-        loop_overhead=overhead,
+        compiled_fed_step_by_side=own.compiled_fed_step_by_side, loader_sweep=swept,
+        loader_beside=loaders.beside, setup_s=loaders.setup_s, loader_setup_s=setup, loop_overhead=overhead,
         augmentation_ms_per_image=loaders.augmentation, eval_forward_img_per_s=forward, step_img_per_s=base,
         plain_loop_img_per_s=plain, mfu=utilisation, compiled=compiled, power=used)
 

@@ -49,17 +49,20 @@ def augmentation_of(config: Config) -> RandAugment | TrivialAugment | None:
 def batch_augmentation_of(config: Config) -> BatchAugment | None:
     """The same augmentation in its batched form, for the device loader (its draws on the host,
     their application on the device: methods/randaugment_batch.py, trivialaugment_batch.py), or
-    None without one."""
+    None without one. Its parameters reach the device through a staging of its own, reused
+    batch after batch (methods/batch_parameters.py)."""
     from ..methods import randaugment_batch, trivialaugment_batch
+    from ..methods.batch_parameters import ParameterStaging
+    staging = ParameterStaging()
     if config.trivialaugment != "none":
         space = config.trivialaugment
         return BatchAugment(lambda count, random: trivialaugment_batch.draw(count, space, random),
-                            lambda images, steps: trivialaugment_batch.apply(images, steps, space))
+                            lambda images, steps: trivialaugment_batch.apply(images, steps, space, staging))
     if not config.randaugment_depth:
         return None
     severity, depth, chosen = config.randaugment_severity, config.randaugment_depth, config.randaugment_set
     return BatchAugment(lambda count, random: randaugment_batch.draw(count, severity, depth, chosen, random),
-                        lambda images, steps: randaugment_batch.apply(images, steps, chosen))
+                        lambda images, steps: randaugment_batch.apply(images, steps, chosen, staging))
 
 
 def _ffcv_train(config: Config, ctx: Context, seed: int, path: str, rank: int, world: int, shard: bool) -> Loader:

@@ -13,11 +13,16 @@ Each kind of operation is one batched function that reproduces its PIL reference
   - color, contrast, brightness, sharpness: PIL's blend with the enhancement's degenerate image
     (grey, grey mean, black, smoothed), in float32, truncated as ImagingBlend truncates.
 tests/methods/test_randaugment_batch.py holds each against PIL with a tolerance per kind.
+
+A kind computes its per-image parameters (lookup masks, thresholds, affine matrices, blend
+factors; the images that drew it) on the host from the drawn values, and a batch's parameters
+reach the device in one copy (batch_parameters.py); its device work then reads them there.
 """
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -25,11 +30,10 @@ import torch.nn.functional as F
 from numpy.typing import ArrayLike
 from torchvision.transforms.v2 import functional as tvf
 
+from .batch_parameters import HostArray, ParameterStaging
 from .declarations.randaugment import RandAugmentSet
 from .randaugment import AUGMENTATION_SETS, Operation, translation_pixels
 
-# a kind's batched function: (uint8 images (m, 3, H, W), the value of each (m,)) -> uint8 images
-Kind = Callable[[torch.Tensor, np.ndarray], torch.Tensor]
 GREY = (19595, 38470, 7471)          # PIL's RGB -> L weights, in 1/65536 (Convert.c, L24)
 ROUND_OFF = 1e-9
 
@@ -57,26 +61,47 @@ def draw_operations(count: int, operations: list[Operation], severity: float, de
 
 
 def apply(images: torch.Tensor, steps: list[tuple[np.ndarray, np.ndarray]],
-          augmentation_set: RandAugmentSet) -> torch.Tensor:
-    """`images` (uint8, N x 3 x H x W) after the drawn steps, each image's own."""
-    return apply_operations(images, steps, AUGMENTATION_SETS[augmentation_set])
+          augmentation_set: RandAugmentSet, staging: ParameterStaging | None = None) -> torch.Tensor:
+    """`images` (uint8, N x 3 x H x W) after the drawn steps, each image's own; their
+    parameters sent to the device by `staging` (a loader's, reused; a new one unless given)."""
+    return apply_operations(images, steps, AUGMENTATION_SETS[augmentation_set], staging=staging)
 
 
 def apply_operations(images: torch.Tensor, steps: list[tuple[np.ndarray, np.ndarray]],
-                     operations: list[Operation], kinds: dict[str, Kind] | None = None) -> torch.Tensor:
-    """`apply` over any list of operations, each run by its kind's batched function in
-    `kinds` (these KINDS unless given)."""
+                     operations: list[Operation], kinds: dict[str, Kind] | None = None,
+                     staging: ParameterStaging | None = None) -> torch.Tensor:
+    """`apply` over any list of operations, each run by its kind in `kinds` (these KINDS unless
+    given): every step's parameters prepared on the host, sent in one copy, then applied."""
     kinds = KINDS if kinds is None else kinds
-    for chosen, values in steps:
+    chosen_kinds = [kinds[operation.kind] for operation in operations]
+    arrays, plan = _prepared(images.shape[-2:], steps, chosen_kinds)
+    on_device = (staging or ParameterStaging()).send(arrays, images.device)
+    for step in range(len(steps)):
         images = images.clone()
         # every operation runs, on the images that drew it (none, at times): the same torch
         # operations whatever the batch and its draws (docs/gpu-data.md)
-        for k, operation in enumerate(operations):
-            where = np.flatnonzero(chosen == k)
-            rows = torch.from_numpy(where).to(images.device)
-            done = kinds[operation.kind](images.index_select(0, rows), values[where])
+        for kind, first, count in plan[step * len(operations):(step + 1) * len(operations)]:
+            rows = on_device[first]
+            done = kind.run(images.index_select(0, rows), *on_device[first + 1:first + 1 + count])
             images.index_copy_(0, rows, done)
     return images
+
+
+def _prepared(size: tuple[int, ...], steps: list[tuple[np.ndarray, np.ndarray]],
+              kinds: list[Kind]) -> tuple[list[HostArray], list[tuple[Kind, int, int]]]:
+    """The host parameters of every step and operation, in order: the rows of the images
+    that drew it, then its kind's; and for each (the kind, where its rows lie in them, how
+    many parameters of its own follow)."""
+    height, width = size
+    arrays: list[HostArray] = []
+    plan = []
+    for chosen, values in steps:
+        for k, kind in enumerate(kinds):
+            where = np.flatnonzero(chosen == k)
+            parameters = kind.prepare(values[where], height, width)
+            plan.append((kind, len(arrays), len(parameters)))
+            arrays += [HostArray.of(where, torch.int64, -1), *parameters]
+    return arrays, plan
 
 
 def randaugment(images: torch.Tensor, severity: float, depth: int, augmentation_set: RandAugmentSet,
@@ -85,12 +110,33 @@ def randaugment(images: torch.Tensor, severity: float, depth: int, augmentation_
     return apply(images, draw(len(images), severity, depth, augmentation_set, random), augmentation_set)
 
 
-# ---- the kinds: (uint8 images (m, 3, H, W), values (m,) numpy) -> uint8 images -------------
-def _per_image(values: np.ndarray, images: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    return torch.as_tensor(np.asarray(values), dtype=dtype, device=images.device).view(-1, 1, 1, 1)
+# ---- the kinds: their parameters on the host, then their work on the device ----------------
+Parameters = tuple[HostArray, ...]
 
 
-def autocontrast(images: torch.Tensor, _: np.ndarray) -> torch.Tensor:
+def no_parameters(values: np.ndarray, height: int, width: int) -> Parameters:
+    return ()
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A kind of operation on a batch: `prepare` makes its parameters on the host from the
+    value each image drew (m values) and the images' height and width; `run` does its work on
+    uint8 images (m, 3, H, W) with those parameters on the device, returning uint8 images."""
+    run: Callable[..., torch.Tensor]
+    prepare: Callable[[np.ndarray, int, int], Parameters] = no_parameters
+
+    def __call__(self, images: torch.Tensor, values: ArrayLike) -> torch.Tensor:
+        """The kind on a batch by itself, each image at its value."""
+        parameters = list(self.prepare(np.asarray(values), *images.shape[-2:]))
+        return self.run(images, *ParameterStaging().send(parameters, images.device))
+
+
+def _per_image(values: ArrayLike, dtype: torch.dtype = torch.float32) -> HostArray:
+    return HostArray.of(values, dtype, -1, 1, 1, 1)
+
+
+def autocontrast(images: torch.Tensor) -> torch.Tensor:
     """Each channel stretched to 0-255: int(i x scale + offset), in float64 (ImageOps)."""
     low = images.amin(dim=(-2, -1), keepdim=True).double()
     high = images.amax(dim=(-2, -1), keepdim=True).double()
@@ -102,29 +148,36 @@ def autocontrast(images: torch.Tensor, _: np.ndarray) -> torch.Tensor:
     return (images.double() * scale + offset).clamp(0, 255).to(torch.uint8)
 
 
-def equalize(images: torch.Tensor, _: np.ndarray) -> torch.Tensor:
+def equalize(images: torch.Tensor) -> torch.Tensor:
     # torchvision returns an empty batch at once; one blank image more keeps its operations
     # the same whether or not an image drew it
     return tvf.equalize(torch.cat((images, images.new_zeros((1, *images.shape[1:])))))[:-1]
 
 
-def posterize(images: torch.Tensor, bits: np.ndarray) -> torch.Tensor:
-    masks = (0xFF << (8 - np.asarray(bits, np.int64))) & 0xFF
-    return images & _per_image(masks, images, torch.uint8)
+def posterize_masks(bits: np.ndarray, height: int, width: int) -> Parameters:
+    return (_per_image((0xFF << (8 - np.asarray(bits, np.int64))) & 0xFF, torch.uint8),)
 
 
-def solarize(images: torch.Tensor, thresholds: np.ndarray) -> torch.Tensor:
+def posterize(images: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
+    return images & masks
+
+
+def solarize_thresholds(thresholds: np.ndarray, height: int, width: int) -> Parameters:
     # PIL solarizes the levels at or above the threshold (ImageOps.solarize: i < threshold
     # stays); a threshold between two levels starts at the next whole one
-    return torch.where(images >= _per_image(np.ceil(thresholds), images, torch.int16), 255 - images, images)
+    return (_per_image(np.ceil(thresholds), torch.int16),)
 
 
-def _warp(images: torch.Tensor, matrices: np.ndarray) -> torch.Tensor:
+def solarize(images: torch.Tensor, thresholds: torch.Tensor) -> torch.Tensor:
+    return torch.where(images >= thresholds, 255 - images, images)
+
+
+def _warp(images: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
     """PIL's AFFINE transform with BILINEAR resampling: each output pixel centre (x + 0.5,
-    y + 0.5) maps to (a x + b y + c, d x + e y + f) in the image; outside [0, W) x [0, H) it is
-    black, inside a bilinear sample with the edge pixels repeated, truncated (Geometry.c)."""
-    count, _, height, width = images.shape
-    m = torch.as_tensor(matrices, dtype=torch.float64, device=images.device).view(count, 6, 1, 1)
+    y + 0.5) maps to (a x + b y + c, d x + e y + f) in the image (`m`: each image's a-f, float64
+    (m, 6, 1, 1)); outside [0, W) x [0, H) it is black, inside a bilinear sample with the edge
+    pixels repeated, truncated (Geometry.c)."""
+    _, _, height, width = images.shape
     y, x = torch.meshgrid(torch.arange(height, dtype=torch.float64, device=images.device) + 0.5,
                           torch.arange(width, dtype=torch.float64, device=images.device) + 0.5, indexing="ij")
     source_x = m[:, 0] * x + m[:, 1] * y + m[:, 2]
@@ -137,6 +190,10 @@ def _warp(images: torch.Tensor, matrices: np.ndarray) -> torch.Tensor:
     sampled = F.grid_sample(images.double(), grid, mode="bilinear", padding_mode="border",
                             align_corners=False)
     return torch.where(inside.unsqueeze(1), sampled + ROUND_OFF, 0.0).clamp_(0, 255).to(torch.uint8)
+
+
+def _matrices(matrices: np.ndarray) -> Parameters:
+    return (HostArray.of(matrices, torch.float64, -1, 6, 1, 1),)
 
 
 def rotation_matrices(degrees: np.ndarray, height: int, width: int) -> np.ndarray:
@@ -153,11 +210,6 @@ def rotation_matrices(degrees: np.ndarray, height: int, width: int) -> np.ndarra
     return np.array(matrices).reshape(-1, 6)
 
 
-def rotate(images: torch.Tensor, degrees: np.ndarray) -> torch.Tensor:
-    """PIL's Image.rotate(degrees) about the centre (w / 2, h / 2), counter-clockwise."""
-    return _warp(images, rotation_matrices(degrees, *images.shape[-2:]))
-
-
 def affine_matrices(count: int, **entries: ArrayLike) -> np.ndarray:
     """Identity affine matrices (a, b, c, d, e, f) with the named entries set per image."""
     matrices = np.tile(np.array([1.0, 0, 0, 0, 1, 0]), (count, 1))
@@ -166,62 +218,83 @@ def affine_matrices(count: int, **entries: ArrayLike) -> np.ndarray:
     return matrices
 
 
-def shear_x(images: torch.Tensor, shears: np.ndarray) -> torch.Tensor:
-    return _warp(images, affine_matrices(len(images), b=shears))
+def rotate_parameters(degrees: np.ndarray, height: int, width: int) -> Parameters:
+    """PIL's Image.rotate(degrees) about the centre (w / 2, h / 2), counter-clockwise."""
+    return _matrices(rotation_matrices(degrees, height, width))
 
 
-def shear_y(images: torch.Tensor, shears: np.ndarray) -> torch.Tensor:
-    return _warp(images, affine_matrices(len(images), d=shears))
+def shear_x_parameters(shears: np.ndarray, height: int, width: int) -> Parameters:
+    return _matrices(affine_matrices(len(shears), b=shears))
 
 
-def translate_x(images: torch.Tensor, levels: np.ndarray) -> torch.Tensor:
-    return _warp(images, affine_matrices(len(images), c=translation_pixels(np.asarray(levels), images.shape[-1])))
+def shear_y_parameters(shears: np.ndarray, height: int, width: int) -> Parameters:
+    return _matrices(affine_matrices(len(shears), d=shears))
 
 
-def translate_y(images: torch.Tensor, levels: np.ndarray) -> torch.Tensor:
-    return _warp(images, affine_matrices(len(images), f=translation_pixels(np.asarray(levels), images.shape[-2])))
+def translate_x_parameters(levels: np.ndarray, height: int, width: int) -> Parameters:
+    return _matrices(affine_matrices(len(levels), c=translation_pixels(np.asarray(levels), width)))
 
 
-def _grey(images: torch.Tensor) -> torch.Tensor:
-    """PIL's convert("L"): (19595 R + 38470 G + 7471 B + 32768) >> 16, (m, 1, H, W) int32."""
-    weights = torch.tensor(GREY, dtype=torch.int32, device=images.device).view(1, 3, 1, 1)
+def translate_y_parameters(levels: np.ndarray, height: int, width: int) -> Parameters:
+    return _matrices(affine_matrices(len(levels), f=translation_pixels(np.asarray(levels), height)))
+
+
+def _grey(images: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """PIL's convert("L"): (19595 R + 38470 G + 7471 B + 32768) >> 16, (m, 1, H, W) int32
+    (`weights`: GREY, int32 (1, 3, 1, 1))."""
     return ((images.to(torch.int32) * weights).sum(dim=1, keepdim=True) + 32768) >> 16
 
 
-def _blend(degenerate: torch.Tensor, images: torch.Tensor, factors: np.ndarray) -> torch.Tensor:
+def _blend(degenerate: torch.Tensor, images: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
     """PIL's Image.blend(degenerate, image, factor), in float32, truncated (Blend.c)."""
-    factor = _per_image(factors, images)
     degenerate = degenerate.float()
     return (degenerate + factor * (images.float() - degenerate)).clamp_(0, 255).to(torch.uint8)
 
 
-def color(images: torch.Tensor, factors: np.ndarray) -> torch.Tensor:
-    return _blend(_grey(images), images, factors)
+def blend_factors(factors: np.ndarray, height: int, width: int) -> Parameters:
+    return (_per_image(factors),)
 
 
-def contrast(images: torch.Tensor, factors: np.ndarray) -> torch.Tensor:
-    mean = _grey(images).double().mean(dim=(-3, -2, -1), keepdim=True)
+def grey_blend_factors(factors: np.ndarray, height: int, width: int) -> Parameters:
+    """The blend factors, then PIL's RGB -> L weights (_grey)."""
+    return (_per_image(factors), HostArray.of(GREY, torch.int32, 1, 3, 1, 1))
+
+
+def color(images: torch.Tensor, factors: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    return _blend(_grey(images, weights), images, factors)
+
+
+def contrast(images: torch.Tensor, factors: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    mean = _grey(images, weights).double().mean(dim=(-3, -2, -1), keepdim=True)
     return _blend(torch.floor(mean + 0.5), images, factors)
 
 
-def brightness(images: torch.Tensor, factors: np.ndarray) -> torch.Tensor:
+def brightness(images: torch.Tensor, factors: torch.Tensor) -> torch.Tensor:
     return _blend(torch.zeros_like(images), images, factors)
 
 
 SMOOTH = (1.0, 1.0, 1.0, 1.0, 5.0, 1.0, 1.0, 1.0, 1.0)      # ImageFilter.SMOOTH, over 13
 
 
-def sharpness(images: torch.Tensor, factors: np.ndarray) -> torch.Tensor:
+def smooth_blend_factors(factors: np.ndarray, height: int, width: int) -> Parameters:
+    """The blend factors, then PIL's SMOOTH filter (sharpness)."""
+    return (_per_image(factors), HostArray.of(SMOOTH, torch.float32, 1, 1, 3, 3))
+
+
+def sharpness(images: torch.Tensor, factors: torch.Tensor, smooth_filter: torch.Tensor) -> torch.Tensor:
     """Blend with PIL's SMOOTH filter of the image; the filter leaves the edge pixels as
     they are (Filter.c), so they keep their value."""
-    kernel = torch.tensor(SMOOTH, device=images.device).view(1, 1, 3, 3).repeat(3, 1, 1, 1) / 13
+    kernel = smooth_filter.repeat(3, 1, 1, 1) / 13
     smooth = F.conv2d(images.float(), kernel, groups=3)
     degenerate = images.float().clone()
     degenerate[..., 1:-1, 1:-1] = smooth.add_(0.5).floor_()
     return _blend(degenerate, images, factors)
 
 
-KINDS: dict[str, Kind] = {"autocontrast": autocontrast, "equalize": equalize, "posterize": posterize, "rotate": rotate,
-         "solarize": solarize, "shear_x": shear_x, "shear_y": shear_y, "translate_x": translate_x,
-         "translate_y": translate_y, "color": color, "contrast": contrast, "brightness": brightness,
-         "sharpness": sharpness}
+KINDS: dict[str, Kind] = {
+    "autocontrast": Kind(autocontrast), "equalize": Kind(equalize), "posterize": Kind(posterize, posterize_masks),
+    "solarize": Kind(solarize, solarize_thresholds), "rotate": Kind(_warp, rotate_parameters),
+    "shear_x": Kind(_warp, shear_x_parameters), "shear_y": Kind(_warp, shear_y_parameters),
+    "translate_x": Kind(_warp, translate_x_parameters), "translate_y": Kind(_warp, translate_y_parameters),
+    "color": Kind(color, grey_blend_factors), "contrast": Kind(contrast, grey_blend_factors),
+    "brightness": Kind(brightness, blend_factors), "sharpness": Kind(sharpness, smooth_blend_factors)}

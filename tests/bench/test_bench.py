@@ -42,6 +42,11 @@ def test_bench_on_a_small_training_set_writes_a_profile_of_every_size(tmp_path, 
     assert sorted(map(int, fed)) == [16, 32] and all(v["in_turns"] is True for v in fed.values())
     assert all(v["fed_img_per_s"] > 0 and v["synthetic_img_per_s"] > 0 for v in fed.values())
     assert "the step fed by the FFCV loader, in turns with the synthetic step" in done.stdout
+    # compile=false: the compiled step is neither timed nor fed, and the rows say so
+    assert "compiled_fed_step_by_side" not in data and "compiled_fed_step_by_side" not in data["loader_beside"]
+    assert ("the compiled step fed by the device loader: not measured (compile=false: the bench compiles the "
+            "step only with compile=true; on a CPU too,") in done.stdout
+    assert "gpuGetDeviceCount" not in done.stdout + done.stderr and "USDT" not in done.stdout + done.stderr
     # the device loader beside FFCV's: the same rows, then one row per loader
     beside = data["loader_beside"]
     assert beside["loader"]["kind"] == "device" and beside["loader"]["img_per_s"] > 0

@@ -86,5 +86,5 @@ def test_the_other_sets_run_on_a_batch(augmentation_set):
 
 def test_pil_and_batch_rotate_agree_on_a_square_image_at_a_right_angle():
     square = torch.from_numpy(np.array(IMAGES[0].crop((0, 0, 36, 36)))).permute(2, 0, 1)[None]
-    mine = randaugment_batch.rotate(square, np.array([90.0]))[0].permute(1, 2, 0).numpy()
+    mine = randaugment_batch.KINDS["rotate"](square, np.array([90.0]))[0].permute(1, 2, 0).numpy()
     assert np.array_equal(mine, np.asarray(Image.fromarray(square[0].permute(1, 2, 0).numpy()).rotate(90)))
