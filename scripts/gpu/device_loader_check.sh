@@ -62,8 +62,8 @@ t0=$(date +%s)
 
 # step NAME LIMIT_S LOG COMMAND...: the command under its time limit (SIGINT, then SIGKILL 10 s
 # later), its output into LOG, its exit status collected into verdict.txt. The limits, worst
-# case with each grace: call 1 30 + 160 + 2 x 110 + 3 x 10 = 440 s, call 2 30 + 260 + 120 +
-# 3 x 10 = 440 s, with the kit's set-up and device.txt's imports under 8 minutes.
+# case with each grace: call 1 30 + 160 + 2 x 110 + 3 x 10 = 440 s, call 2 30 + 250 + 140 +
+# 3 x 10 = 450 s (Hot quick took 100 s and Mild 93 s on an H200: gpu/h200-2026-11-28), with the kit's set-up and device.txt's imports under 8 minutes.
 step() {
   local name=$1 limit=$(( $2 * slower )) log=$3; shift 3
   timeout -s INT -k 10 "$limit" "$@" >> "$log" 2>&1
@@ -97,10 +97,10 @@ if [ "$call" = 1 ]; then
     for n in $threads; do
     grep -hE "write_mode|KiB/image" "$rec/sweep-threads-$n.log"; done)
 else
-  step bench-mild 260 "$rec/bench-mild.log" "$PYTHON" -m submission bench $system $data recipe=mild \
+  step bench-mild 250 "$rec/bench-mild.log" "$PYTHON" -m submission bench $system $data recipe=mild \
     train_loader=device $compiled quick=true train_resolution=$side steps=$steps rounds=1 \
     batch_per_device=$batch json="$rec/profile_mild.json"
-  step bench-hot 120 "$rec/bench-hot.log" "$PYTHON" -m submission bench $system $data recipe=hot scale_schedule_ratio=3.0 \
+  step bench-hot 140 "$rec/bench-hot.log" "$PYTHON" -m submission bench $system $data recipe=hot scale_schedule_ratio=3.0 \
     train_loader=device quick=true train_resolution=$side steps=$steps rounds=1 batch_per_device=$batch \
     json="$rec/profile_hot.json"
   summary=$(grep -hE " px .*img/s against|loaders side by side|^  (FFCV|device|torchvision) |device memory|not measured" \
