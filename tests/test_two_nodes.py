@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, child_env, quick_settings, wait_for
+from conftest import REPO, cannot_set_up, child_env, one_worker_at_a_time, quick_settings, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.loaders_interpreted, pytest.mark.timeout(1800)]
 
@@ -38,13 +38,14 @@ class Nodes:
     hosts: Path                 # the /etc/hosts both nodes see
 
 
-def _ensure_ip() -> str:
+def _ensure_ip(tmp_path_factory) -> str:
     """The reason namespaces cannot be made here, or "" when they can."""
     if os.geteuid() != 0:
         return "network namespaces need root (CI runs as root)"
     if not shutil.which("ip") and shutil.which("apt-get"):
-        subprocess.run(["apt-get", "-o", "DPkg::Lock::Timeout=300", "install", "-y", "-qq", "iproute2"],
-                       capture_output=True, timeout=600, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+        with one_worker_at_a_time(tmp_path_factory, "apt-get"):
+            subprocess.run(["apt-get", "-o", "DPkg::Lock::Timeout=300", "install", "-y", "-qq", "iproute2"],
+                           capture_output=True, timeout=600, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
     if not shutil.which("ip") or not shutil.which("unshare"):
         return "iproute2's `ip` or util-linux's `unshare` is missing and could not be installed"
     return ""
@@ -55,10 +56,10 @@ def _ip(*args: str) -> None:
 
 
 @pytest.fixture
-def nodes(tmp_path) -> Iterator[Nodes]:
-    why = _ensure_ip()
+def nodes(tmp_path, tmp_path_factory) -> Iterator[Nodes]:
+    why = _ensure_ip(tmp_path_factory)
     if why:
-        pytest.skip(why)
+        cannot_set_up(why)
     tag = f"{os.getpid() % 100000}"
     spaces, links = (f"tn{tag}a", f"tn{tag}b"), (f"tv{tag}a", f"tv{tag}b")
     hosts = tmp_path / "hosts"
@@ -74,7 +75,7 @@ def nodes(tmp_path) -> Iterator[Nodes]:
             _ip("-n", space, "link", "set", "lo", "up")
     except (subprocess.CalledProcessError, OSError) as failed:
         _remove(spaces)
-        pytest.skip(f"network namespaces cannot be made here: {getattr(failed, 'stderr', failed)!r}")
+        cannot_set_up(f"network namespaces cannot be made here: {getattr(failed, 'stderr', failed)!r}")
     try:
         yield Nodes(spaces, links, hosts)
     finally:

@@ -53,7 +53,7 @@ def slurm(tmp_path_factory):
     folder = tmp_path_factory.mktemp("slurm")
     env = {**os.environ, "SLURM_TEST_PORT": str(_two_free_ports())}
     # one worker installs SLURM (apt-get) while the others wait, then find it installed
-    with one_worker_at_a_time(tmp_path_factory, "slurm-install"):
+    with one_worker_at_a_time(tmp_path_factory, "apt-get"):
         started = subprocess.run(["bash", HERE / "start.sh", folder], env=env,
                                  capture_output=True, text=True, timeout=900)
     if started.returncode == 3:
