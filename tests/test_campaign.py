@@ -65,6 +65,7 @@ def test_interrupted_campaign_resumes_and_packages(tmp_path, cache_dir):
             f"(its output: {progress / 'run_2.log'}); re-run the same command to resume") in output
     assert "Traceback" not in output, output
     transcript = (progress / "run_2.log").read_text()  # what the job printed while it stopped
+    records = (progress / "run_2.jsonl").read_text()
     assert "[run 3/5 seed 13] interrupted; partial log kept at" in transcript
     assert "Traceback" not in transcript, transcript
     partial = (resnet / "result_2.txt.partial").read_text().splitlines()
@@ -85,8 +86,11 @@ def test_interrupted_campaign_resumes_and_packages(tmp_path, cache_dir):
     attempts = list((results / "local_cpu" / "attempts").iterdir())
     logs = [a for a in attempts if a.suffix == ".txt"]
     assert len(logs) == 1 and logs[0].name.startswith("result_2-")
-    # its printed output and progress records beside it (tests/test_attempts.py)
+    # its printed output (what it said when it stopped) and progress records beside it, as they were
     assert sorted(a.name for a in attempts if a.is_file()) == [logs[0].stem + s for s in (".jsonl", ".log", ".txt")]
+    assert logs[0].with_suffix(".log").read_text() == transcript
+    assert logs[0].with_suffix(".jsonl").read_text() == records
+    assert "interrupted" not in (progress / "run_2.log").read_text()
     assert "run_start" in logs[0].read_text()
     # its TensorBoard series (where it wrote one) kept beside it, not mixed into the redone run's
     assert [a.name for a in attempts if a.is_dir()] in ([], [logs[0].stem + "-tensorboard"])
