@@ -91,7 +91,7 @@ if [ "$call" = 1 ]; then
     tests/loaders/test_device_loader_gpu.py tests/methods/test_batch_parameters.py
   for n in $threads; do      # the .beton variants: written by the first, reused by the second
     step "sweep-threads-$n" 110 "$rec/sweep-threads-$n.log" "$PYTHON" -m submission bench sweep=loader $system \
-      $data train_limit=$limit train_resolution=$side batch_per_device=$batch workers_per_device=$n steps=$steps
+      $data train_limit=$limit train_resolution=$side batch_per_device=$batch workers_per_device=$n sweep_threads=0 steps=$steps
   done
   summary=$(grep -E "passed|failed|skipped|error|no tests ran" "$rec/gpu-tests.log" | grep -v "^gpu-tests:" | tail -n 1
     for n in $threads; do
