@@ -90,7 +90,7 @@ def test_interrupted_campaign_resumes_and_packages(tmp_path, cache_dir):
     assert sorted(a.name for a in attempts if a.is_file()) == [logs[0].stem + s for s in (".jsonl", ".log", ".txt")]
     assert logs[0].with_suffix(".log").read_text() == transcript
     assert logs[0].with_suffix(".jsonl").read_text() == records
-    assert "interrupted" not in (progress / "run_2.log").read_text()
+    assert "[run 3/5 seed 13] interrupted" not in (progress / "run_2.log").read_text()    # the redo's own
     assert "run_start" in logs[0].read_text()
     # its TensorBoard series (where it wrote one) kept beside it, not mixed into the redone run's
     assert [a.name for a in attempts if a.is_dir()] in ([], [logs[0].stem + "-tensorboard"])
