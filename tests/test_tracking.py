@@ -207,7 +207,8 @@ def test_wandb_offline_runs_keep_their_config_and_history_and_several_in_one_pro
 def test_a_campaign_writes_each_runs_events_and_wandb_run_and_a_failed_tracker_leaves_a_compliant_run(
         tmp_path, cache_dir):
     """Two runs to a target, watched by both trackers offline; run 2's event folder cannot be
-    made (a file holds its name), which it finds at its first evaluation, mid-run. The runs are
+    made (a dangling link holds its name: a file there would be taken for what an earlier
+    attempt left, and set aside), which it finds at its first evaluation, mid-run. The runs are
     the baseline recipe's: the suite's end-to-end check of it (cross-entropy, no EMA or BlurPool,
     both rulesets' checkers)."""
     from submission.compliance import check_path
@@ -216,7 +217,7 @@ def test_a_campaign_writes_each_runs_events_and_wandb_run_and_a_failed_tracker_l
     results = tmp_path / "results"
     system = results / "local_cpu"
     (system / "tensorboard").mkdir(parents=True)
-    (system / "tensorboard" / "run_1").write_text("not a folder")
+    (system / "tensorboard" / "run_1").symlink_to(tmp_path / "nowhere")
     env = child_env(WANDB_MODE="offline")
     # quick_settings scales Mild's EMA down; the baseline has none
     done = run_submission("run", *quick_settings(results, cache_dir, runs=2, seeds="3,4", target_accuracy=0.05,
