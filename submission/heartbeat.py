@@ -32,6 +32,11 @@ KEY = "submission/heartbeat/node{}"
 BEAT_EVERY_S = 5.0        # at most; a quarter of the bound below 20 s
 
 
+def beat_every_s(lost_after_s: float) -> float:
+    """Seconds between two beats: four beats, at least, before a node counts as lost."""
+    return min(BEAT_EVERY_S, lost_after_s / 4)
+
+
 class Heartbeat(threading.Thread):
     """This node's beat and its watch over the others' (a daemon thread, started at once)."""
 
@@ -40,7 +45,7 @@ class Heartbeat(threading.Thread):
         super().__init__(daemon=True, name="heartbeat")
         self.store, self.node, self.lost_after_s, self.where = store, node, lost_after_s, where
         self.speaks = speaks         # the process that says which node was lost (local rank 0)
-        self.every_s = min(BEAT_EVERY_S, lost_after_s / 4)
+        self.every_s = beat_every_s(lost_after_s)
         now = time.monotonic()
         # each other node: its last count and when it last moved (this host's clock only)
         self.seen = {peer: (0, now) for peer in range(nodes) if peer != node}
@@ -108,8 +113,7 @@ def start(lost_after_s: float) -> Heartbeat | None:
     import torch.distributed as dist
 
     host, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
-    every_s = min(BEAT_EVERY_S, lost_after_s / 4)
     store = dist.TCPStore(host, port, is_master=False, wait_for_workers=False,
-                          timeout=datetime.timedelta(seconds=max(every_s, 2.0)))
+                          timeout=datetime.timedelta(seconds=max(beat_every_s(lost_after_s), 2.0)))
     return Heartbeat(store, int(os.environ["GROUP_RANK"]), nodes, lost_after_s, f"{host}:{port}",
                      speaks=int(os.environ.get("LOCAL_RANK", 0)) == 0)
